@@ -1,0 +1,59 @@
+"""The `evo` command line. Each subcommand lives in its own module and is imported lazily,
+so `evo --help` is instant and `evo check` never pays for torch.
+
+To add a command: write `evo/commands/NAME.py` with a click command called `command`, and
+add it to COMMANDS below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from evo.errors import UserError
+
+COMMANDS: dict[str, str] = {
+    # name: module holding a click command named `command`
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        return importlib.import_module(COMMANDS[name]).command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="vpo-evo")
+def cli() -> None:
+    """vpo-evo: evolutionary test-time search with a VPO-trained model backend."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user errors become one line on stderr and a non-zero exit, never a traceback."""
+    try:
+        code = cli.main(args=argv, prog_name="evo", standalone_mode=False)
+    except UserError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(error.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

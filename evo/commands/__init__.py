@@ -1,0 +1,1 @@
+"""One module per `evo` subcommand (see evo/cli.py)."""

@@ -1,0 +1,1 @@
+"""Policies: `load(uri)` returns a Policy (see evo/policies/base.py)."""

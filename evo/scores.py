@@ -1,0 +1,98 @@
+"""The score-vector contract shared by the sandbox, the database and the loop.
+
+A score vector is a 1-D float64 array in the problem's declared objective order, higher is
+better. A failed evaluation is not a vector but a `Failure` with a kind and a message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FAILURE_KINDS = (
+    "syntax",  # the candidate does not parse
+    "exception",  # the candidate or the scorer raised
+    "timeout",  # wall-clock or CPU limit
+    "memory",  # memory cap
+    "killed",  # the worker died (signal, os._exit, ...)
+    "bad_output",  # the scorer returned something that is not a valid score vector
+    "duplicate",  # rejected before evaluation
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAILURE_KINDS:
+            raise ValueError(f"unknown failure kind {self.kind!r}; expected one of {FAILURE_KINDS}")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of evaluating one candidate: exactly one of `scores` and `failure` is set."""
+
+    scores: np.ndarray | None
+    failure: Failure | None = None
+    extras: Mapping[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+    output: str = ""  # captured (truncated) stdout/stderr of the evaluation
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @classmethod
+    def failed(cls, kind: str, message: str, seconds: float = 0.0, output: str = "") -> "Evaluation":
+        return cls(scores=None, failure=Failure(kind, message), seconds=seconds, output=output)
+
+
+class BadOutput(ValueError):
+    """A scorer's return value is not a valid score vector."""
+
+
+def _as_float(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise BadOutput(f"objective {name!r} is {type(value).__name__} {value!r:.60}, expected a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise BadOutput(f"objective {name!r} is {number}, expected a finite number")
+    return number
+
+
+def to_vector(raw: object, objectives: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:
+    """Validate a scorer's return value: a mapping name->number or a sequence of numbers.
+
+    Returns the score vector in objective order and the extra numeric keys (for features).
+    Raises `BadOutput` with a one-line reason.
+    """
+    if isinstance(raw, Mapping):
+        missing = [name for name in objectives if name not in raw]
+        if missing:
+            raise BadOutput(f"scorer result misses objective(s) {missing}; it has keys {sorted(map(str, raw))[:10]}")
+        vector = np.array([_as_float(name, raw[name]) for name in objectives], dtype=np.float64)
+        extras: dict[str, float] = {}
+        for key, value in raw.items():
+            if key in objectives:
+                continue
+            if not isinstance(key, str):
+                raise BadOutput(f"scorer result has a non-string key {key!r}")
+            extras[key] = _as_float(key, value)
+        return vector, extras
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, np.ndarray)):
+        raise BadOutput(f"scorer returned {type(raw).__name__}, expected a mapping name->float or a sequence of floats")
+    values = list(np.asarray(raw).ravel()) if isinstance(raw, np.ndarray) else list(raw)
+    if len(values) != len(objectives):
+        raise BadOutput(f"scorer returned {len(values)} values, expected {len(objectives)} ({', '.join(objectives)})")
+    return np.array([_as_float(n, v) for n, v in zip(objectives, values)], dtype=np.float64), {}
+
+
+def scalarize(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The problem's scalar: the weighted mean of the objectives (works on (..., d) arrays)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    return np.asarray(scores, dtype=np.float64) @ weights / weights.sum()

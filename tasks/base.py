@@ -1,0 +1,64 @@
+"""The Task contract: a family of problem instances whose answers get reward VECTORS.
+
+`tasks/` knows nothing of search or training. Training uses prompts, parsers and scorers;
+the search uses only `problem_spec` (a TOML file that `evo run` can search).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+class ParseError(ValueError):
+    """A completion does not follow the task's answer format (scores as all zeros)."""
+
+
+class TemplateMismatch(ValueError):
+    """A completion was parsed with the wrong number of answers for its prompt template."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One problem of a family. `data` is whatever the family needs (a maze, a formula)."""
+
+    task: str
+    split: str  # "train" | "test"
+    index: int
+    data: Any
+
+
+@runtime_checkable
+class Task(Protocol):
+    name: str
+    objectives: tuple[str, ...]  # order of the reward vector; higher is better, each in [0, 1]
+    weights: np.ndarray  # the deployment scalar = weighted mean with these weights
+
+    def instances(self, split: str, count: int, seed: int = 0) -> list[Instance]:
+        """`count` seeded instances of a split; train and test never overlap."""
+        ...
+
+    def prompt(self, instance: Instance, m: int = 1) -> str:
+        """The prompt asking for `m` answers in one completion (m=1: the single-answer format)."""
+        ...
+
+    def parse(self, instance: Instance, completion: str, m: int = 1) -> list[Any]:
+        """The answers in a completion, strictly: raises ParseError on a malformed completion
+        and TemplateMismatch when the number of answers is not `m`."""
+        ...
+
+    def score(self, instance: Instance, answers: Sequence[Any]) -> np.ndarray:
+        """Reward vectors, shape (len(answers), d), float64. Invalid answers score zero rows."""
+        ...
+
+    def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
+        """A completion for `prompt(instance, m)` for the supervised warm-up (no eos)."""
+        ...
+
+    def problem_spec(self, instance: Instance, directory: Path) -> Path:
+        """Write a problem spec (TOML + initial program + scorer) for `evo run`; return its path."""
+        ...
