@@ -1,0 +1,189 @@
+"""Advantage estimators: pure functions over a rewards tensor, registered by name.
+
+Every estimator maps `rewards` of shape (B, G, m, d) — prompts, rollouts per prompt,
+answers per rollout, objectives — to advantages of shape (B, G), one scalar per rollout.
+`weights` (d,) define the task's deployment scalar (the weighted mean); `rng` is the only
+source of randomness. Broadcasting to tokens, masking and the loss live in the trainer.
+
+Single-answer estimators require m == 1; `MULTI_ANSWER` names the ones that read a set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.special import comb
+from scipy.stats import gamma, qmc
+
+EPS = 1e-6
+
+Estimator = Callable[..., np.ndarray]
+REGISTRY: dict[str, Estimator] = {}
+MULTI_ANSWER: frozenset[str] = frozenset({"vpo", "multi_rlvr"})
+
+
+def register(name: str) -> Callable[[Estimator], Estimator]:
+    def decorate(function: Estimator) -> Estimator:
+        REGISTRY[name] = function
+        return function
+
+    return decorate
+
+
+def compute(name: str, rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, **options) -> np.ndarray:
+    """Advantages (B, G) of the estimator called `name`."""
+    if name not in REGISTRY:
+        raise KeyError(f"unknown advantage estimator {name!r}; registered: {', '.join(sorted(REGISTRY))}")
+    rewards = np.asarray(rewards, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    if rewards.ndim != 4:
+        raise ValueError(f"rewards must have shape (B, G, m, d), got {rewards.shape}")
+    if weights.shape != (rewards.shape[3],):
+        raise ValueError(f"weights must have shape ({rewards.shape[3]},), got {weights.shape}")
+    if name not in MULTI_ANSWER and rewards.shape[2] != 1:
+        raise ValueError(f"{name} is a single-answer estimator; rewards have m={rewards.shape[2]}")
+    return REGISTRY[name](rewards, weights=weights, rng=rng, **options)
+
+
+def zscore(values: np.ndarray, eps: float = EPS) -> np.ndarray:
+    """Within-group z-score over the last axis with the population std; zero when std < eps."""
+    std = values.std(axis=-1, keepdims=True)
+    centred = values - values.mean(axis=-1, keepdims=True)
+    return np.where(std < eps, 0.0, centred / (std + eps))
+
+
+def scalar(rewards: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The deployment scalar of every answer: (..., d) -> (...)."""
+    return rewards @ weights / weights.sum()
+
+
+@register("grpo")
+def grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return zscore(scalar(rewards[:, :, 0], weights))
+
+
+@register("dr_grpo")
+def dr_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    s = scalar(rewards[:, :, 0], weights)
+    return s - s.mean(axis=1, keepdims=True)
+
+
+@register("rloo")
+def rloo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    s = scalar(rewards[:, :, 0], weights)
+    g = s.shape[1]
+    if g < 2:
+        return np.zeros_like(s)
+    return s - (s.sum(axis=1, keepdims=True) - s) / (g - 1)
+
+
+@register("maxrl")
+def maxrl(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, eps: float = EPS) -> np.ndarray:
+    s = scalar(rewards[:, :, 0], weights)
+    mean = s.mean(axis=1, keepdims=True)
+    return (s - mean) / (mean + eps)
+
+
+@register("gdpo")
+def gdpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per-objective group z-scores, summed with the task weights, whitened over the batch."""
+    per_objective = zscore(np.moveaxis(rewards[:, :, 0], 2, 1))  # (B, d, G)
+    summed = np.einsum("bdg,d->bg", per_objective, weights)
+    std = summed.std()
+    if std < EPS:
+        return np.zeros_like(summed)
+    return (summed - summed.mean()) / (std + EPS)
+
+
+@register("multi_rlvr")
+def multi_rlvr(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """m answers, fixed scalar, set score = sum of the answers' scalars."""
+    return zscore(scalar(rewards, weights).sum(axis=2))
+
+
+@register("random_weight_grpo")
+def random_weight_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, alpha: float = 1.0) -> np.ndarray:
+    """GRPO whose scalar uses a Dirichlet weight drawn afresh for each prompt group."""
+    b, _, _, d = rewards.shape
+    w = rng.dirichlet(np.full(d, alpha), size=b)  # (B, d)
+    return zscore(np.einsum("bgd,bd->bg", rewards[:, :, 0], w))
+
+
+def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n, n) matrices M, L over sorted ranks: effective reward = M @ g, loo-1 baseline = L @ g.
+
+    Row j (0-based sorted rank of a sample) averages, over the k-subsets containing it, the
+    subset's max (M) and the max of the subset without it (L, an unbiased max@(k-1) of the
+    other n - 1 samples, so it does not depend on the sample's own reward).
+    """
+    j = np.arange(n)[:, None]  # rank of the sample, 0-based
+    l = np.arange(n)[None, :]  # rank of the subset's max
+    total = comb(n - 1, k - 1)
+    own = np.where(l == j, comb(j, k - 1), 0.0)
+    above = np.where(l > j, comb(l - 1, k - 2), 0.0)
+    below = np.where(l < j, comb(l, k - 2), 0.0)
+    return (own + above) / total, (below + above) / total
+
+
+@register("maxk")
+def maxk(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, k: int | None = None) -> np.ndarray:
+    """PKPO: unbiased max@k effective rewards minus the loo-1 baseline, then z-scored."""
+    s = scalar(rewards[:, :, 0], weights)
+    n = s.shape[1]
+    k = max(2, n // 2) if k is None else k
+    if not 2 <= k <= n:
+        raise ValueError(f"maxk needs 2 <= k <= G; got k={k}, G={n}")
+    order = np.argsort(s, axis=1, kind="stable")
+    ranked = np.take_along_axis(s, order, axis=1)
+    own, baseline = pkpo_matrices(n, k)
+    effective = ranked @ (own - baseline).T  # (B, n) in sorted order
+    unsorted = np.empty_like(effective)
+    np.put_along_axis(unsorted, order, effective, axis=1)
+    return zscore(unsorted)
+
+
+def dirichlet_weights(rng: np.random.Generator, groups: int, count: int, d: int, alpha: float, sobol: bool) -> np.ndarray:
+    """(groups, count, d) weightings on the simplex: iid Dirichlet(alpha) or scrambled Sobol.
+
+    The Sobol option draws one scrambled point set and gives each group its own random
+    (Cranley-Patterson) shift; alpha = 1 maps sorted uniforms in the (d-1)-cube to simplex
+    spacings, other alphas use the Gamma inverse CDF of d-dimensional points.
+    """
+    if not sobol:
+        return rng.dirichlet(np.full(d, alpha), size=(groups, count))
+    dims = d - 1 if alpha == 1.0 else d
+    if dims == 0:
+        return np.ones((groups, count, d))
+    engine = qmc.Sobol(dims, scramble=True, seed=rng)
+    points = engine.random_base2(int(np.ceil(np.log2(max(count, 2)))))[:count]
+    shifted = (points[None] + rng.random((groups, 1, dims))) % 1.0
+    shifted = np.clip(shifted, 1e-12, 1 - 1e-12)
+    if alpha == 1.0:
+        cuts = np.sort(shifted, axis=-1)
+        edges = np.concatenate([np.zeros((groups, count, 1)), cuts, np.ones((groups, count, 1))], axis=-1)
+        return np.diff(edges, axis=-1)
+    draws = gamma.ppf(shifted, alpha)
+    return draws / draws.sum(axis=-1, keepdims=True)
+
+
+def vpo_scores(rewards: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """R(S) = mean over weightings of the best answer in each rollout's set: (B, G)."""
+    values = np.einsum("bgmd,bkd->bgkm", rewards, w)
+    return values.max(axis=3).mean(axis=2)
+
+
+@register("vpo")
+def vpo(
+    rewards: np.ndarray,
+    *,
+    weights: np.ndarray,
+    rng: np.random.Generator,
+    K: int = 100,
+    alpha: float = 1.0,
+    sobol: bool = False,
+) -> np.ndarray:
+    """Vector Policy Optimization: K weightings per prompt group, shared by its rollouts."""
+    b, _, _, d = rewards.shape
+    w = dirichlet_weights(rng, b, K, d, alpha, sobol)
+    return zscore(vpo_scores(rewards, w))
