@@ -1,0 +1,145 @@
+"""Pure metrics over samples and reward vectors: pass@k, best@k, diversity, Pareto, hypervolume,
+and bootstrap confidence intervals with a paired test across instances."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+from scipy.special import gammaln
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Codex): 1 - C(n-c, k) / C(n, k), in the stable product form."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def best_at_k_weights(n: int, k: int) -> np.ndarray:
+    """Weights of the sorted (ascending) rewards: C(i-1, k-1) / C(n, k) for i = 1..n."""
+    if not 1 <= k <= n:
+        raise ValueError(f"best_at_k needs 1 <= k <= n; got n={n}, k={k}")
+    i = np.arange(1, n + 1)
+    log_c = lambda a, b: gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)  # noqa: E731
+    weights = np.zeros(n)
+    valid = i >= k
+    weights[valid] = np.exp(log_c(i[valid] - 1, k - 1) - log_c(n, k))
+    return weights
+
+
+def best_at_k(rewards: np.ndarray, k: int) -> np.ndarray | float:
+    """Unbiased expected best of k candidates drawn without replacement from n >= k rewards.
+
+    `rewards` is (n,) or (..., n); the estimate is taken over the last axis.
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    result = np.sort(rewards, axis=-1) @ best_at_k_weights(rewards.shape[-1], k)
+    return float(result) if np.ndim(result) == 0 else result
+
+
+def diversity(vectors: np.ndarray) -> float:
+    """Reward-space diversity: mean pairwise L1 distance between the rows of (n, d)."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    n = len(vectors)
+    if n < 2:
+        return 0.0
+    distances = np.abs(vectors[:, None, :] - vectors[None, :, :]).sum(-1)
+    return float(distances.sum() / (n * (n - 1)))
+
+
+def pareto_mask(vectors: np.ndarray) -> np.ndarray:
+    """True for rows no other row dominates (>= everywhere and > somewhere; higher is better)."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    if len(vectors) == 0:
+        return np.zeros(0, dtype=bool)
+    ge = (vectors[:, None, :] >= vectors[None, :, :]).all(-1)
+    gt = (vectors[:, None, :] > vectors[None, :, :]).any(-1)
+    dominated = (ge & gt).any(axis=0)
+    return ~dominated
+
+
+def pareto_fraction(vectors: np.ndarray) -> float:
+    mask = pareto_mask(vectors)
+    return float(mask.mean()) if len(mask) else 0.0
+
+
+def spread(vectors: np.ndarray) -> np.ndarray:
+    """Per-objective spread: the population std of each column of (n, d)."""
+    return np.asarray(vectors, dtype=np.float64).std(axis=0)
+
+
+def hypervolume(vectors: np.ndarray, reference: np.ndarray) -> float:
+    """Volume dominated by the rows of (n, d) (maximization) above `reference`, d in 1..4."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[1] != reference.shape[0] or not 1 <= reference.shape[0] <= 4:
+        raise ValueError(f"hypervolume needs (n, d) vectors with 1 <= d <= 4 and a (d,) reference; got {vectors.shape}, {reference.shape}")
+    points = vectors[(vectors > reference).all(axis=1)]
+    if len(points) == 0:
+        return 0.0
+    return _sweep(points[pareto_mask(points)], reference)
+
+
+def _sweep(points: np.ndarray, reference: np.ndarray) -> float:
+    """Slice along the last objective: each slab's thickness times the (d-1)-volume above it."""
+    if points.shape[1] == 1:
+        return float(points[:, 0].max() - reference[0])
+    levels = np.unique(points[:, -1])[::-1]  # descending
+    volume = 0.0
+    for level, below in zip(levels, np.append(levels[1:], reference[-1])):
+        active = points[points[:, -1] >= level, :-1]
+        volume += (level - below) * _sweep(active[pareto_mask(active)], reference[:-1])
+    return volume
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+
+def bootstrap_ci(
+    values: np.ndarray,
+    statistic: Callable[..., np.ndarray] = np.mean,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> Interval:
+    """Percentile bootstrap interval of `statistic` over the values (one per instance)."""
+    values = np.asarray(values, dtype=np.float64)
+    estimate = float(statistic(values))
+    if len(values) < 2 or np.ptp(values) == 0:
+        return Interval(estimate, estimate, estimate)
+    result = stats.bootstrap(
+        (values,), statistic, confidence_level=confidence, n_resamples=resamples,
+        method="percentile", vectorized=True, random_state=np.random.default_rng(seed),
+    )
+    return Interval(estimate, float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    mean_difference: float  # mean of a - b over instances
+    low: float
+    high: float
+    p_value: float  # Wilcoxon signed-rank, two-sided (1.0 when every difference is zero)
+
+
+def paired_test(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0) -> PairedComparison:
+    """Compare two methods measured on the same instances: bootstrap CI of the mean
+    difference and a Wilcoxon signed-rank test."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired_test needs two 1-D arrays of equal length; got {a.shape} and {b.shape}")
+    difference = a - b
+    interval = bootstrap_ci(difference, confidence=confidence, resamples=resamples, seed=seed)
+    p_value = 1.0 if not difference.any() else float(stats.wilcoxon(difference).pvalue)
+    return PairedComparison(interval.estimate, interval.low, interval.high, p_value)
