@@ -1,0 +1,58 @@
+"""The trainer's configuration: one frozen dataclass, saved next to every checkpoint."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+CONFIG_FILE = "train_config.json"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    task: str
+    algo: str
+    init: str  # the Hugging Face directory training starts from (also the KL reference)
+    out: str
+    steps: int = 200
+    prompts: int = 16  # prompts (task instances) per step
+    group: int = 8  # rollouts per prompt (G)
+    answers: int = 3  # answers per rollout for multi-answer methods (vpo, multi_rlvr)
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    lr: float = 2e-4
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    kl_coef: float = 0.0  # k3 KL to the frozen init model, as a loss term
+    ppo_epochs: int = 1
+    micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
+    loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
+    seed: int = 0
+    save_every: int = 50
+    options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)
+
+    def __post_init__(self) -> None:
+        positive = ("steps", "prompts", "group", "answers", "max_new_tokens", "ppo_epochs", "micro_batches", "save_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.micro_batches > self.prompts * self.group:
+            raise ValueError(f"micro_batches ({self.micro_batches}) exceeds the rollouts per step ({self.prompts * self.group})")
+
+    @property
+    def norm(self) -> int:
+        return self.loss_norm or self.max_new_tokens
+
+    def save(self, directory: Path) -> None:
+        (directory / CONFIG_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> "TrainConfig":
+        raw = json.loads((directory / CONFIG_FILE).read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in known})

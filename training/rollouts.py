@@ -1,0 +1,112 @@
+"""Rollouts: G sampled completions per prompt, parsed strictly and scored as reward matrices.
+
+A rollout of a multi-answer method holds m answers in one completion. Scoring rules (shared
+by every estimator): duplicate answers are removed and the matrix padded with zero rows; a
+completion that does not parse (or has the wrong number of answers) scores all zeros; a
+completion cut off by the token budget (no eos) scores all zeros. A method whose answer
+count does not match the prompt template raises before any sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from evo.errors import UserError
+from tasks.base import Instance, ParseError, Task, TemplateMismatch
+from training.advantages import MULTI_ANSWER
+from training.sampling import Samples, sample
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    instances: list[Instance]
+    samples: Samples
+    texts: list[str]  # B * G completions, rows of one prompt adjacent
+    rewards: np.ndarray  # (B, G, m, d)
+    parse_failed: np.ndarray  # (B, G) bool
+    truncated: np.ndarray  # (B, G) bool
+
+
+def answers_for(algo: str, m: int) -> int:
+    """The number of answers per rollout that `algo` trains with (1 for single-answer methods)."""
+    return m if algo in MULTI_ANSWER else 1
+
+
+def check_template(task: Task, instance: Instance, algo: str, m: int) -> None:
+    """Raise UserError when the prompt template cannot serve `algo` with `m` answers."""
+    if algo in MULTI_ANSWER and m < 2:
+        raise UserError(f"{algo} trains on sets of answers: use --answers 2 or more (got {m})")
+    if algo not in MULTI_ANSWER and m != 1:
+        raise UserError(f"{algo} is a single-answer method but {m} answers per rollout were requested")
+    if m > 1 and task.prompt(instance, m) == task.prompt(instance, 1):
+        raise UserError(f"task {task.name!r} renders the same prompt for {m} answers and for 1: it has no multi-answer template")
+
+
+def unique(answers: Sequence[Any]) -> list[Any]:
+    seen: set[str] = set()
+    kept = []
+    for answer in answers:
+        key = repr(answer)
+        if key not in seen:
+            seen.add(key)
+            kept.append(answer)
+    return kept
+
+
+def score_completion(task: Task, instance: Instance, text: str, finished: bool, m: int) -> tuple[np.ndarray, bool]:
+    """The (m, d) reward matrix of one completion and whether it parsed."""
+    matrix = np.zeros((m, len(task.objectives)))
+    if not finished:
+        return matrix, False
+    try:
+        answers = unique(task.parse(instance, text, m))
+    except (ParseError, TemplateMismatch):
+        return matrix, False
+    if answers:
+        matrix[: len(answers)] = task.score(instance, answers)
+    return matrix, True
+
+
+def encode_prompts(tokenizer, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
+    return encoded["input_ids"], encoded["attention_mask"]
+
+
+def collect(
+    model: torch.nn.Module,
+    tokenizer,
+    task: Task,
+    instances: Sequence[Instance],
+    *,
+    m: int,
+    group: int,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+) -> Rollouts:
+    """Sample `group` completions for each instance's m-answer prompt and score them."""
+    prompt_ids, prompt_mask = encode_prompts(tokenizer, [task.prompt(i, m) for i in instances])
+    samples = sample(model, prompt_ids, prompt_mask, n=group, max_new_tokens=max_new_tokens,
+                     eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id,
+                     temperature=temperature, top_p=top_p, seed=seed)
+    texts = tokenizer.batch_decode(samples.completion_ids, skip_special_tokens=True)
+    finished = samples.finished.tolist()
+    b, d = len(instances), len(task.objectives)
+    rewards = np.zeros((b * group, m, d))
+    parsed = np.zeros(b * group, dtype=bool)
+    for row, text in enumerate(texts):
+        rewards[row], parsed[row] = score_completion(task, instances[row // group], text, finished[row], m)
+    return Rollouts(
+        instances=list(instances),
+        samples=samples,
+        texts=texts,
+        rewards=rewards.reshape(b, group, m, d),
+        parse_failed=~parsed.reshape(b, group),
+        truncated=~np.asarray(finished, dtype=bool).reshape(b, group),
+    )

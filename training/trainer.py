@@ -1,0 +1,183 @@
+"""The RL trainer: rollouts -> advantages (any registered estimator) -> PPO-clip updates.
+
+Everything random is seeded from (seed, step), so a run resumed from a checkpoint produces
+the same metrics as an uninterrupted one. Read `run` top to bottom: it is the whole loop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import tasks
+from evo import metrics
+from evo.errors import UserError
+from training import advantages, checkpoint
+from training.config import TrainConfig
+from training.loss import ppo_clip_loss, token_logprobs
+from training.rollouts import Rollouts, answers_for, check_template, collect
+
+
+@dataclass
+class State:
+    config: TrainConfig
+    task: tasks.Task
+    model: torch.nn.Module
+    tokenizer: object
+    optimizer: torch.optim.Optimizer
+    reference: torch.nn.Module | None
+    step: int  # finished steps
+
+
+def load_model(path: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not (Path(path) / "config.json").exists():
+        raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(path)
+
+
+def get_task(name: str) -> tasks.Task:
+    try:
+        return tasks.get(name)
+    except tasks.UnknownTask as error:
+        raise UserError(str(error)) from None
+
+
+def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> State:
+    """Load the task, the model (from `init`, or from `out` when resuming) and the optimizer."""
+    out = Path(config.out)
+    task = task if task is not None else get_task(config.task)
+    if config.algo not in advantages.REGISTRY:
+        raise UserError(f"unknown algorithm {config.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
+    check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, answers_for(config.algo, config.answers))
+    model, tokenizer = load_model(str(out) if resume else config.init)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    step = 0
+    if resume:
+        state = checkpoint.load_state(out)
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        checkpoint.truncate_metrics(out, step)
+    reference = load_model(config.init)[0] if config.kl_coef > 0 else None
+    return State(config, task, model, tokenizer, optimizer, reference, step)
+
+
+def seeds(config: TrainConfig, step: int) -> tuple[int, int, np.random.Generator]:
+    """Instance seed, sampling seed and the estimator's generator of one step."""
+    base = config.seed * 1_000_003 + step
+    return base, base * 7 + 1, np.random.default_rng([config.seed, step])
+
+
+def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
+    config = state.config
+    instance_seed, sample_seed, rng = seeds(config, state.step)
+    instances = state.task.instances("train", config.prompts, seed=instance_seed)
+    m = answers_for(config.algo, config.answers)
+    rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
+                    max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                    top_p=config.top_p, seed=sample_seed)
+    adv = advantages.compute(config.algo, rolls.rewards, weights=state.task.weights, rng=rng, **config.options)
+    return rolls, adv
+
+
+def chunks(total: int, parts: int) -> list[torch.Tensor]:
+    return list(torch.arange(total).tensor_split(parts))
+
+
+@torch.no_grad()
+def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig) -> torch.Tensor:
+    rows = chunks(rolls.samples.completion_ids.shape[0], config.micro_batches)
+    return torch.cat([token_logprobs(model, rolls.samples, r, config.group)[0] for r in rows])
+
+
+def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
+    """PPO epochs over the step's rollouts, each one optimizer step with accumulated gradients."""
+    config, samples = state.config, rolls.samples
+    total = samples.completion_ids.shape[0]
+    mask = samples.completion_mask.float()
+    advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32)
+    old = frozen_logprobs(state.model, rolls, config) if config.ppo_epochs > 1 else None
+    ref = frozen_logprobs(state.reference, rolls, config) if state.reference is not None else None
+    sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
+    for _ in range(config.ppo_epochs):
+        state.optimizer.zero_grad(set_to_none=True)
+        for rows in chunks(total, config.micro_batches):
+            logp, all_logp = token_logprobs(state.model, samples, rows, config.group)
+            parts = ppo_clip_loss(
+                logp, all_logp, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
+                eps_low=config.eps_low, eps_high=config.eps_high, normalizer=total * config.norm,
+                ref_logp=None if ref is None else ref[rows], kl_coef=config.kl_coef,
+            )
+            parts.loss.backward()
+            for key in ("clipped", "entropy", "kl"):
+                sums[key] += getattr(parts, key)
+            sums["loss"] += float(parts.loss.detach())
+        sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(state.model.parameters(), config.max_grad_norm))
+        state.optimizer.step()
+    tokens = float(mask.sum()) * config.ppo_epochs
+    return {
+        "loss": sums["loss"] / config.ppo_epochs,
+        "grad_norm": sums["grad_norm"] / config.ppo_epochs,
+        "entropy": sums["entropy"] / max(tokens, 1.0),
+        "kl": sums["kl"] / max(tokens, 1.0),
+        "clip_fraction": sums["clipped"] / max(tokens, 1.0),
+    }
+
+
+def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
+    rewards = rolls.rewards  # (B, G, m, d)
+    b, g, m, d = rewards.shape
+    scalars = advantages.scalar(rewards, task.weights)
+    record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(task.objectives)}
+    record.update({
+        "scalar": float(scalars.mean()),
+        "best_in_set": float(scalars.max(axis=2).mean()),
+        "diversity": float(np.mean([metrics.diversity(rewards[i].reshape(g * m, d)) for i in range(b)])),
+        "parse_failed": float(rolls.parse_failed.mean()),
+        "truncated": float(rolls.truncated.mean()),
+        "length": float(rolls.samples.completion_mask.sum(1).float().mean()),
+        "advantage_abs": float(np.abs(adv).mean()),
+    })
+    return record
+
+
+def train_step(state: State) -> dict:
+    started = time.perf_counter()
+    rolls, adv = rollout(state)
+    record = {"step": state.step + 1, **reward_metrics(state.task, rolls, adv), **update(state, rolls, adv)}
+    seconds = time.perf_counter() - started
+    record["seconds"] = seconds
+    record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / seconds
+    state.step += 1
+    return record
+
+
+def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, task: tasks.Task | None = None) -> list[dict]:
+    """Train until `config.steps` finished steps; checkpoint every `save_every` and at the end."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    state = setup(config, resume, task)
+    config.save(out)
+    records = []
+    bar = tqdm(total=config.steps, initial=state.step, disable=not progress, desc=f"{config.algo}", unit="step")
+    while state.step < config.steps:
+        record = train_step(state)
+        if not all(math.isfinite(v) for v in record.values()):
+            raise RuntimeError(f"non-finite metrics at step {record['step']}: {record}")
+        checkpoint.append_metrics(out, record)
+        records.append(record)
+        if state.step % config.save_every == 0 or state.step == config.steps:
+            checkpoint.save(out, state.model, state.tokenizer, state.optimizer, state.step)
+        bar.update(1)
+        bar.set_postfix(scalar=f"{record['scalar']:.3f}", div=f"{record['diversity']:.3f}")
+    bar.close()
+    return records
