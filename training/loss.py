@@ -6,13 +6,17 @@ from dataclasses import dataclass
 
 import torch
 
-from training.sampling import Samples, positions
+from evo.policies.local import Rollout
 
 
-def token_logprobs(model: torch.nn.Module, samples: Samples, rows: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities (len(rows), L) of the sampled tokens and their logits (for entropy)."""
-    prompt_rows = rows // group
-    prompt_ids, prompt_mask = samples.prompt_ids[prompt_rows], samples.prompt_mask[prompt_rows]
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that follow the attention mask (left padding), as the sampler uses."""
+    return (mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities (len(rows), T) of the sampled tokens, and every token's (for entropy)."""
+    prompt_ids, prompt_mask = samples.prompt_ids[rows], samples.prompt_mask[rows]
     completion = samples.completion_ids[rows]
     ids = torch.cat([prompt_ids, completion], dim=1)
     mask = torch.cat([prompt_mask, torch.ones_like(completion)], dim=1)

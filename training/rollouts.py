@@ -17,15 +17,15 @@ import numpy as np
 import torch
 
 from evo.errors import UserError
+from evo.policies.local import Rollout, Sampler
 from tasks.base import Instance, ParseError, Task, TemplateMismatch
 from training.advantages import MULTI_ANSWER
-from training.sampling import Samples, sample
 
 
 @dataclass(frozen=True)
 class Rollouts:
     instances: list[Instance]
-    samples: Samples
+    samples: Rollout  # token tensors; row i * G + j is rollout j of prompt i
     texts: list[str]  # B * G completions, rows of one prompt adjacent
     rewards: np.ndarray  # (B, G, m, d)
     parse_failed: np.ndarray  # (B, G) bool
@@ -72,11 +72,6 @@ def score_completion(task: Task, instance: Instance, text: str, finished: bool, 
     return matrix, True
 
 
-def encode_prompts(tokenizer, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    encoded = tokenizer(list(prompts), return_tensors="pt", padding=True)
-    return encoded["input_ids"], encoded["attention_mask"]
-
-
 def collect(
     model: torch.nn.Module,
     tokenizer,
@@ -91,12 +86,12 @@ def collect(
     seed: int = 0,
 ) -> Rollouts:
     """Sample `group` completions for each instance's m-answer prompt and score them."""
-    prompt_ids, prompt_mask = encode_prompts(tokenizer, [task.prompt(i, m) for i in instances])
-    samples = sample(model, prompt_ids, prompt_mask, n=group, max_new_tokens=max_new_tokens,
-                     eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id,
-                     temperature=temperature, top_p=top_p, seed=seed)
-    texts = tokenizer.batch_decode(samples.completion_ids, skip_special_tokens=True)
-    finished = samples.finished.tolist()
+    samples = Sampler(model, tokenizer).sample([task.prompt(i, m) for i in instances], n=group,
+                                               max_new_tokens=max_new_tokens, temperature=temperature,
+                                               top_p=top_p, seed=seed)
+    flat = [c for row in samples.completions for c in row]
+    texts = [c.text for c in flat]
+    finished = [c.finish_reason == "stop" for c in flat]
     b, d = len(instances), len(task.objectives)
     rewards = np.zeros((b * group, m, d))
     parsed = np.zeros(b * group, dtype=bool)

@@ -95,7 +95,7 @@ def chunks(total: int, parts: int) -> list[torch.Tensor]:
 @torch.no_grad()
 def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig) -> torch.Tensor:
     rows = chunks(rolls.samples.completion_ids.shape[0], config.micro_batches)
-    return torch.cat([token_logprobs(model, rolls.samples, r, config.group)[0] for r in rows])
+    return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in rows])
 
 
 def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
@@ -110,7 +110,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
         for rows in chunks(total, config.micro_batches):
-            logp, all_logp = token_logprobs(state.model, samples, rows, config.group)
+            logp, all_logp = token_logprobs(state.model, samples, rows)
             parts = ppo_clip_loss(
                 logp, all_logp, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
                 eps_low=config.eps_low, eps_high=config.eps_high, normalizer=total * config.norm,
