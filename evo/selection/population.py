@@ -1,0 +1,99 @@
+"""A score matrix prepared once per population version, shared by every selection strategy.
+
+Selection strategies only ever compare score rows, so identical rows ("score signatures") are
+merged: strategies work on the unique rows and a chosen row becomes a member uniformly among
+its duplicates. Everything that does not change between two selections on the same population
+(unique rows, tie groups, per-column copies, MADs, lexicase prefixes) is computed once here
+and cached in `cache`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finalizer, elementwise over uint64 (wrapping arithmetic)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def unique_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first index of each unique row, inverse, counts) — a hash of each row, verified exactly."""
+    bits = np.ascontiguousarray(scores + 0.0).view(np.uint64)  # + 0.0 maps -0.0 to 0.0
+    salts = _mix64(np.arange(1, scores.shape[1] + 1, dtype=np.uint64))
+    with np.errstate(over="ignore"):
+        keys = _mix64(bits + salts).sum(axis=1, dtype=np.uint64)
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    if not np.array_equal(scores[first][inverse], scores):  # a hash collision: do it the slow way
+        _, first, inverse, counts = np.unique(scores, axis=0, return_index=True, return_inverse=True, return_counts=True)
+    return first, inverse.ravel(), counts
+
+
+class Population:
+    """Scores (n, d), higher is better, with optional program lengths and scalar weights."""
+
+    def __init__(self, scores: np.ndarray, lengths: np.ndarray | None = None, weights: np.ndarray | None = None):
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] == 0:
+            raise ValueError(f"scores must be a non-empty (n, d) matrix, got shape {scores.shape}")
+        if not np.isfinite(scores).all():
+            raise ValueError("scores must be finite (failed programs are never selectable)")
+        self.scores = np.ascontiguousarray(scores)
+        self.n, self.d = scores.shape
+        first, inverse, counts = unique_rows(self.scores)
+        self.unique = np.ascontiguousarray(self.scores[first])  # (u, d)
+        self.columns = np.ascontiguousarray(self.unique.T)  # (d, u): one contiguous array per case
+        self.inverse = inverse  # member -> unique row
+        self.counts = counts  # unique row -> number of members
+        self.order = np.argsort(inverse, kind="stable")  # members grouped by unique row
+        self.starts = np.cumsum(counts) - counts
+        self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.float64)
+        if self.lengths is not None and self.lengths.shape != (self.n,):
+            raise ValueError(f"lengths must have shape ({self.n},), got {self.lengths.shape}")
+        w = np.ones(self.d) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.d,) or (w < 0).any() or w.sum() <= 0:
+            raise ValueError(f"weights must be {self.d} non-negative numbers with a positive sum")
+        self.weights = w / w.sum()
+        self.cache: dict[Any, Any] = {}
+
+    @property
+    def u(self) -> int:
+        return len(self.counts)
+
+    def scalar(self) -> np.ndarray:
+        """The weighted mean of each unique row."""
+        if "scalar" not in self.cache:
+            self.cache["scalar"] = self.unique @ self.weights
+        return self.cache["scalar"]
+
+    def member_scalar(self) -> np.ndarray:
+        if "member_scalar" not in self.cache:
+            self.cache["member_scalar"] = self.scalar()[self.inverse]
+        return self.cache["member_scalar"]
+
+    def members(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A member of each given unique row, uniformly among its duplicates."""
+        rows = np.asarray(rows, dtype=np.intp)
+        offset = (rng.random(len(rows)) * self.counts[rows]).astype(np.intp)
+        return self.order[self.starts[rows] + offset]
+
+    def weighted_row(self, pool: np.ndarray, rng: np.random.Generator) -> int:
+        """One unique row of `pool`, with probability proportional to its number of members."""
+        if len(pool) == 1:
+            return int(pool[0])
+        cumulative = np.cumsum(self.counts[pool])
+        return int(pool[np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")])
+
+
+def as_population(scores: "Population | np.ndarray", **prepare: Any) -> Population:
+    if isinstance(scores, Population):
+        return scores
+    return Population(scores, **prepare)
