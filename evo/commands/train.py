@@ -1,0 +1,95 @@
+"""`evo train`: RL post-training of a checkpoint with GRPO, VPO or any registered estimator."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import click
+
+from evo.errors import UserError
+
+ALGOS = ("dr_grpo", "gdpo", "grpo", "maxk", "maxrl", "multi_rlvr", "random_weight_grpo", "rloo", "vpo")
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict:
+    """`KEY=VALUE` estimator options; values are Python literals (100, 0.5, True)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--option expects KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return options
+
+
+def build_config(out: Path, resume: bool, init: str | None, steps: int | None, settings: dict):
+    from training.checkpoint import has_state
+    from training.config import CONFIG_FILE, TrainConfig
+
+    if resume:
+        if not has_state(out) or not (out / CONFIG_FILE).exists():
+            raise UserError(f"{out} holds no trainer checkpoint to resume (run without --resume first)")
+        config = TrainConfig.load(out)
+        return dataclasses.replace(config, steps=steps or config.steps)
+    if has_state(out):
+        raise UserError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
+    if init is None or settings["task"] is None:
+        raise UserError("--task and --init are required (unless --resume)")
+    try:
+        return TrainConfig(init=init, out=str(out), steps=steps or 200, **settings)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+
+
+@click.command()
+@click.option("--task", help="Task family (see `evo tasks`).")
+@click.option("--algo", type=click.Choice(ALGOS), default="vpo", show_default=True, help="Advantage estimator.")
+@click.option("--init", type=click.Path(file_okay=False), help="Hugging Face directory to start from.")
+@click.option("--steps", type=click.IntRange(1), help="Total training steps (default 200).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
+@click.option("--resume", is_flag=True, help="Continue the run in --out (to --steps).")
+@click.option("--prompts", default=16, show_default=True, type=click.IntRange(1), help="Prompts per step.")
+@click.option("--group", default=8, show_default=True, type=click.IntRange(1), help="Rollouts per prompt (G).")
+@click.option("--answers", default=3, show_default=True, type=click.IntRange(1), help="Answers per rollout (vpo, multi_rlvr).")
+@click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(1))
+@click.option("--temperature", default=1.0, show_default=True, type=float)
+@click.option("--lr", default=2e-4, show_default=True, type=float)
+@click.option("--kl-coef", default=0.0, show_default=True, type=float, help="k3 KL to the --init model.")
+@click.option("--eps-low", default=0.2, show_default=True, type=float)
+@click.option("--eps-high", default=0.2, show_default=True, type=float)
+@click.option("--ppo-epochs", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--micro-batches", default=1, show_default=True, type=click.IntRange(1), help="Gradient accumulation chunks.")
+@click.option("--save-every", default=50, show_default=True, type=click.IntRange(1))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
+@click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def command(task, algo, init, steps, out, resume, prompts, group, answers, max_new_tokens, temperature, lr, kl_coef,
+            eps_low, eps_high, ppo_epochs, micro_batches, save_every, seed, options, threads, progress) -> None:
+    """RL-train a checkpoint; writes a Hugging Face directory, metrics.jsonl and trainer state.
+    The last line printed is a JSON summary."""
+    import torch
+
+    from training.trainer import run
+
+    settings = dict(task=task, algo=algo, prompts=prompts, group=group, answers=answers, max_new_tokens=max_new_tokens,
+                    temperature=temperature, lr=lr, kl_coef=kl_coef, eps_low=eps_low, eps_high=eps_high,
+                    ppo_epochs=ppo_epochs, micro_batches=micro_batches, save_every=save_every, seed=seed,
+                    options=parse_options(options))
+    if init is not None and not (Path(init) / "config.json").exists():
+        raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
+    config = build_config(Path(out), resume, init, steps, settings)
+    torch.set_num_threads(threads)
+    try:
+        records = run(config, resume=resume, progress=progress)
+    except TypeError as error:  # an estimator option it does not take
+        raise UserError(f"bad --option for {config.algo}: {error}") from None
+    last = records[-1] if records else {}
+    click.echo(json.dumps({"out": config.out, "algo": config.algo, "steps": config.steps,
+                           **{k: last[k] for k in ("scalar", "best_in_set", "diversity") if k in last}}))
