@@ -16,6 +16,7 @@ from evo.errors import UserError
 
 COMMANDS: dict[str, str] = {
     # name: module holding a click command named `command`
+    "train": "evo.commands.train",
 }
 
 
