@@ -17,6 +17,8 @@ from evo.errors import UserError
 COMMANDS: dict[str, str] = {
     # name: module holding a click command named `command`
     "train": "evo.commands.train",
+    "pretrain": "evo.commands.pretrain",
+    "tasks": "evo.commands.tasks",
 }
 
 

@@ -6,6 +6,9 @@ from tasks.base import Instance, ParseError, Task, TemplateMismatch
 
 _FACTORIES: dict[str, str] = {
     # name: "module:factory" (imported lazily)
+    "maze": "tasks.maze:MazeTask",
+    "maze-chat": "tasks.maze:chat",
+    "symreg": "tasks.symreg:SymregTask",
 }
 
 

@@ -1,0 +1,32 @@
+"""`evo tasks`: the registered task families and their objectives."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(as_json: bool) -> None:
+    """List the registered task families with their objectives and weights."""
+    import tasks
+
+    rows = []
+    for name in tasks.names():
+        task = tasks.get(name)
+        doc = (getattr(task, "description", "") or type(task).__doc__ or "").strip().splitlines()
+        rows.append({
+            "name": name,
+            "objectives": list(task.objectives),
+            "weights": [float(w) for w in task.weights],
+            "description": doc[0] if doc else "",
+        })
+    if as_json:
+        click.echo(json.dumps({"tasks": rows}))
+        return
+    for row in rows:
+        click.echo(f"{row['name']:<12} {', '.join(row['objectives'])}")
+        if row["description"]:
+            click.echo(f"{'':<12} {row['description']}")

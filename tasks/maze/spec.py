@@ -1,0 +1,103 @@
+"""Problem specs for maze instances, so `evo check` / `evo run` can search one maze.
+
+The program file is the task's single-answer prompt, then the EVOLVE block holding one
+answer (a route), so with `[prompt] style = "continue"` the policy sees exactly its
+training prompt. The scorer reads the route back from the block.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tasks.base import ParseError, TemplateMismatch
+from tasks.maze.env import OBJECTIVES, Maze
+
+START_LINE = "# EVOLVE-BLOCK-START\n"
+END_LINE = "# EVOLVE-BLOCK-END\n"
+
+_TOML = """[problem]
+name = "{name}"
+program = "route.txt"
+scorer = "score.py:evaluate"
+objectives = {objectives}
+weights = [1.0, 1.0, 1.0, 1.0]
+
+[sandbox]
+isolation = "none"
+timeout = 5.0
+
+[features.gold]
+source = "objective:gold"
+range = [0.0, 1.0]
+bins = 3
+
+[features.diamond]
+source = "objective:diamond"
+range = [0.0, 1.0]
+bins = 3
+
+[search]
+selection = "lexicase"
+iterations = 200
+target = 1.0
+
+[prompt]
+style = "continue"
+"""
+
+_SCORER = '''"""Scorer for one maze (written by tasks.maze.spec)."""
+
+from tasks.maze.spec import score_file
+
+STYLE = {style!r}
+MAZE = {maze}
+
+
+def evaluate(path):
+    return score_file(MAZE, STYLE, path)
+'''
+
+
+def block_of(text: str) -> str:
+    """The text between the EVOLVE marker lines (the whole text if there are none)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if "EVOLVE-BLOCK-START" in line]
+    ends = [i for i, line in enumerate(lines) if "EVOLVE-BLOCK-END" in line]
+    if not starts or not ends:
+        return text
+    return "".join(lines[starts[0] + 1 : ends[-1]])
+
+
+def score_file(maze: dict, style: str, path: str | Path) -> dict[str, float]:
+    from tasks.maze import MazeTask
+    from tasks.base import Instance
+
+    task = MazeTask(style=style)
+    instance = Instance("maze", "spec", 0, Maze(tuple(maze["rows"]), int(maze["budget"])))
+    try:
+        answers = task.parse(instance, block_of(Path(path).read_text()), m=1)
+    except (ParseError, TemplateMismatch):
+        return {**dict.fromkeys(OBJECTIVES, 0.0), "valid": 0.0}
+    vector = task.score(instance, answers)[0]
+    return {**{name: float(v) for name, v in zip(OBJECTIVES, vector)}, "valid": 1.0}
+
+
+def write_spec(task, instance, directory: Path, initial: str) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    maze: Maze = instance.data
+    program = task.prompt(instance, m=1) + START_LINE + initial.strip() + "\n" + END_LINE
+    (directory / "route.txt").write_text(program)
+    literal = json.dumps({"rows": list(maze.rows), "budget": maze.budget})
+    (directory / "score.py").write_text(_SCORER.format(style=task.style, maze=literal))
+    spec = directory / "problem.toml"
+    name = f"maze-{instance.split}-{instance.index}"
+    spec.write_text(_TOML.format(name=name, objectives=json.dumps(list(OBJECTIVES))))
+    return spec
+
+
+def as_array(scores: dict[str, float]) -> np.ndarray:
+    return np.array([scores[name] for name in OBJECTIVES])

@@ -1,0 +1,104 @@
+"""Problem specs for symreg problems: the program defines `expression(x0, ..)` inside an
+EVOLVE block; the scorer imports it (inside the sandbox) and scores it per region."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tasks.symreg.data import REGIONS, Dataset, arrays, recovered, region_scores
+from tasks.symreg.problems import Problem
+
+_TOML = """[problem]
+name = "{name}"
+program = "initial.py"
+scorer = "score.py:evaluate"
+objectives = {objectives}
+
+[sandbox]
+isolation = "process"
+timeout = 10.0
+
+[features.length]
+source = "code_length"
+range = [0, 1000]
+bins = 10
+
+[search]
+selection = "lexicase"
+iterations = 200
+target = 1.0
+
+[prompt]
+style = "full"
+"""
+
+_PROGRAM = '''"""Symbolic regression, {name}: find y = f({args}) with {box}.
+Score: accuracy 1 / (1 + RMSE / std(y)) in each of 8 regions of the input box.
+Sample points (x -> y):
+{points}
+"""
+
+from numpy import cos, exp, log, pi, sin, sqrt  # noqa: F401
+
+
+# EVOLVE-BLOCK-START
+def expression({args}):
+    return {initial}
+# EVOLVE-BLOCK-END
+'''
+
+_SCORER = '''"""Scorer for {name} (written by tasks.symreg.spec)."""
+
+from tasks.symreg.spec import score_program
+
+DATA = {data}
+
+
+def evaluate(path):
+    return score_program(DATA, path)
+'''
+
+
+def write_spec(problem: Problem, data: Dataset, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    table = arrays(data)
+    args = ", ".join(f"x{i}" for i in range(data.arity))
+    box = ", ".join(f"x{i} in [{lo:g}, {hi:g}]" for i, (lo, hi) in enumerate(data.ranges))
+    points = "\n".join("    " + " ".join(f"{v:.4g}" for v in row) + f" -> {y:.4g}"
+                       for row, y in zip(table.X_prompt[:10], table.y_prompt[:10]))
+    (directory / "initial.py").write_text(
+        _PROGRAM.format(name=problem.name, args=args, box=box, points=points, initial=f"{np.mean(table.y_prompt):.4g} + 0.0 * x0"))
+    literal = json.dumps({"formula": data.formula, "ranges": [list(r) for r in data.ranges], "seed": data.seed})
+    (directory / "score.py").write_text(_SCORER.format(name=problem.name, data=literal))
+    objectives = json.dumps([f"region{r}" for r in range(REGIONS)])
+    spec = directory / "problem.toml"
+    spec.write_text(_TOML.format(name=problem.name, objectives=objectives))
+    return spec
+
+
+def _load(path: str | Path):
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    if not callable(getattr(module, "expression", None)):
+        raise ValueError("the program must define a function `expression(x0, ...)`")
+    return module.expression
+
+
+def _predict(function, X: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        value = function(*(X[:, i] for i in range(X.shape[1])))
+    return np.broadcast_to(np.asarray(value, dtype=np.float64), (len(X),))
+
+
+def score_program(data: dict, path: str | Path) -> dict[str, float]:
+    """Region scores of the program's `expression`, plus `exact` (1.0 when recovered)."""
+    dataset = Dataset(data["formula"], tuple(tuple(r) for r in data["ranges"]), int(data["seed"]))
+    function = _load(path)
+    scores = region_scores(_predict(function, arrays(dataset).X_eval), dataset)
+    exact = recovered(_predict(function, arrays(dataset).X_dense), dataset)
+    return {**{f"region{r}": float(s) for r, s in enumerate(scores)}, "exact": float(exact)}

@@ -1,0 +1,121 @@
+"""Symbolic regression: benchmark problems, safe expressions, region rewards, specs."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import numpy as np
+import pytest
+
+import tasks
+from evo.program import splice
+from tasks.base import ParseError, TemplateMismatch
+from tasks.symreg import SymregTask, problem
+from tasks.symreg.data import REGIONS, Dataset, arrays, region_scores
+from tasks.symreg.expressions import compile_expression
+from tasks.symreg.problems import FEYNMAN, NGUYEN
+
+
+@pytest.fixture(scope="module")
+def task():
+    return tasks.get("symreg")
+
+
+def test_benchmark_has_nguyen_1_to_12_and_ten_feynman_equations():
+    assert [p.name for p in NGUYEN] == [f"nguyen-{i}" for i in range(1, 13)]
+    assert len(FEYNMAN) >= 10
+    assert problem("nguyen-7").ranges == ((0, 2),) and problem("nguyen-8").ranges == ((0, 4),)
+    assert problem("feynman-I.10.7").ranges == ((1, 5), (1, 2), (3, 10))
+
+
+def test_every_ground_truth_scores_full_marks_and_is_recovered(task):
+    instances = task.instances("test", len(task.benchmark))
+    for instance in instances:
+        formula = instance.data[0].formula
+        scores = task.score(instance, [formula])
+        assert scores.shape == (1, REGIONS)
+        np.testing.assert_array_equal(scores[0], np.ones(REGIONS), err_msg=formula)
+        assert task.recovered(instance, formula)
+
+
+def test_near_misses_are_not_recovered_and_score_below_one(task):
+    instance = task.instances("test", 1)[0]  # nguyen-1
+    near = instance.data[0].formula + " + 0.001"
+    assert not task.recovered(instance, near)
+    assert np.all(task.score(instance, [near])[0] < 1.0)
+    assert task.recovered(instance, "x0*(1 + x0 + x0**2)")  # same function, another form
+
+
+def test_a_partial_fit_is_a_specialist():
+    data = Dataset("x0**3 + x0**2 + x0", ((-1.0, 1.0),), seed=0)
+    table = arrays(data)
+    prediction = np.where(table.X_eval[:, 0] < 0, table.y_eval, table.y_eval + 1.0)
+    scores = region_scores(prediction, data)
+    assert np.all(scores[:4] == 1.0) and np.all(scores[4:] < 0.7)
+
+
+def test_regions_tile_the_box_for_each_arity():
+    for formula, ranges in [("x0", ((0, 1),)), ("x0 + x1", ((0, 1),) * 2), ("x0*x1*x2*x3", ((1, 5),) * 4)]:
+        data = Dataset(formula, ranges, seed=1)
+        table = arrays(data)
+        assert np.bincount(table.region).tolist() == [len(table.region) // REGIONS] * REGIONS
+        lows, highs = np.array(ranges).T
+        assert np.all(table.X_eval >= lows) and np.all(table.X_eval <= highs)
+
+
+def test_parser_is_strict_and_safe(task):
+    instance = task.instances("test", 9)[8]  # nguyen-9, two variables
+    assert task.parse(instance, "sin(x0) | x1**2 | 2*pi", 3) == ["sin(x0)", "x1**2", "2*pi"]
+    with pytest.raises(TemplateMismatch):
+        task.parse(instance, "x0 | x1", 3)
+    for bad in ["", "x2", "__import__('os')", "x0.real", "lambda: 1", "sin", "abs(x0)", "x0 if x0 else x1",
+                "sin(x0, x1)", "[x0]"]:
+        with pytest.raises(ParseError):
+            task.parse(instance, bad, 1)
+
+
+def test_duplicates_and_broken_expressions_score_zero(task):
+    instance = task.instances("test", 1)[0]
+    scores = task.score(instance, ["x0 + 1", "x0+1", "log(x0 - 5)", "not valid"])
+    assert scores[0].all() and not scores[1].any() and not scores[2].any() and not scores[3].any()
+
+
+def test_huge_powers_do_not_hang():
+    started = time.time()
+    values = compile_expression("2**10**10 + x0", 1)(np.ones((4, 1)))
+    assert time.time() - started < 1.0 and not np.isfinite(values).any()
+
+
+def test_train_instances_are_random_formulas_with_demonstrations(task):
+    train = task.instances("train", 10, seed=3)
+    assert len({i.data[0].formula for i in train}) > 5
+    rng = np.random.default_rng(0)
+    for instance in train:
+        text = task.demonstrations(instance, 3, rng)
+        answers = task.parse(instance, text, 3)
+        assert instance.data[0].formula in answers
+        assert task.prompt(instance, 3).endswith("exprs 3\n")
+
+
+def test_problem_spec_scores_the_program_and_the_truth(task, tmp_path):
+    instance = task.instances("test", 7)[6]  # nguyen-7
+    spec = task.problem_spec(instance, tmp_path)
+    assert 'scorer = "score.py:evaluate"' in spec.read_text()
+    module_spec = importlib.util.spec_from_file_location("symreg_score", tmp_path / "score.py")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    initial = module.evaluate(tmp_path / "initial.py")
+    assert initial["exact"] == 0.0 and 0 < initial["region0"] < 1
+    truth = splice((tmp_path / "initial.py").read_text(),
+                   "def expression(x0):\n    return log(x0 + 1) + log(x0**2 + 1)\n")
+    (tmp_path / "truth.py").write_text(truth)
+    scores = module.evaluate(tmp_path / "truth.py")
+    assert scores["exact"] == 1.0 and all(scores[f"region{r}"] == 1.0 for r in range(REGIONS))
+
+
+def test_unknown_problem_names_are_reported():
+    with pytest.raises(KeyError):
+        problem("nguyen-13")
+    with pytest.raises(ValueError):
+        SymregTask().instances("test", 1000)

@@ -1,0 +1,156 @@
+"""The supervised warm-up: a tiny causal LM trained from scratch on a task's demonstrations.
+
+Each example is `<bos> prompt completion <eos>` with the loss on the completion only; a
+`multi_fraction` share of the examples uses the m-answer prompt, the rest the single-answer
+one, so the warm-up model answers both templates. Training instances come from a fixed,
+seeded pool; each example draws fresh demonstrations, so the model sees varied answers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tasks.base import Instance, ParseError, Task, TemplateMismatch
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 2e-3
+    warmup: int = 100
+    weight_decay: float = 0.01
+    multi_fraction: float = 0.5  # share of examples in the m-answer template
+    m: int = 3
+    pool: int = 3000  # training instances
+    seed: int = 0
+    threads: int = 2
+
+
+def encode(tokenizer, prompt: str, completion: str) -> tuple[list[int], int]:
+    """Token ids of `<bos> prompt completion <eos>` and the number of prompt tokens (with bos)."""
+    head = tokenizer(prompt)["input_ids"]
+    tail = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return head + tail, len(head)
+
+
+def collate(examples: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ids, attention mask and labels (-100 on the prompt and the padding)."""
+    width = max(len(ids) for ids, _ in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    for row, (tokens, prompt_len) in enumerate(examples):
+        ids[row, : len(tokens)] = torch.tensor(tokens)
+        labels[row, prompt_len : len(tokens)] = torch.tensor(tokens[prompt_len:])
+        mask[row, : len(tokens)] = 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def sample_batch(task: Task, pool: Sequence[Instance], tokenizer, config: SFTConfig, rng: np.random.Generator):
+    examples = []
+    for index in rng.integers(len(pool), size=config.batch_size):
+        m = config.m if rng.random() < config.multi_fraction else 1
+        instance = pool[index]
+        examples.append(encode(tokenizer, task.prompt(instance, m), task.demonstrations(instance, m, rng)))
+    return collate(examples, tokenizer.pad_token_id)
+
+
+def learning_rate(step: int, config: SFTConfig) -> float:
+    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    return config.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[int, float], None] = lambda s, l: None):
+    """Train `model` in place on `task`'s demonstrations; returns the list of losses."""
+    torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    pool = task.instances("train", config.pool, seed=config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    model.train()
+    losses = []
+    for step in range(config.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, config)
+        loss = model(**sample_batch(task, pool, tokenizer, config, rng)).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+        on_step(step, losses[-1])
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def sample(model, tokenizer, prompts: Sequence[str], n: int, max_new_tokens: int,
+           temperature: float = 1.0, seed: int = 0) -> list[list[str]]:
+    """`n` sampled completions per prompt (text after the prompt, cut at eos)."""
+    torch.manual_seed(seed)
+    batch = tokenizer(list(prompts), return_tensors="pt", padding=True)
+    out = model.generate(
+        input_ids=batch["input_ids"].repeat_interleave(n, 0),
+        attention_mask=batch["attention_mask"].repeat_interleave(n, 0),
+        do_sample=True, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )
+    texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+
+def score_completions(task: Task, instance: Instance, completions: Sequence[str], m: int) -> tuple[np.ndarray, int]:
+    """Reward rows of all answers (an unparseable completion gives m zero rows) and the
+    number of completions that parsed."""
+    rows, parsed = [], 0
+    for text in completions:
+        try:
+            answers = task.parse(instance, text, m)
+        except (ParseError, TemplateMismatch):
+            rows.append(np.zeros((m, len(task.objectives))))
+            continue
+        parsed += 1
+        rows.append(task.score(instance, answers))
+    return np.concatenate(rows), parsed
+
+
+def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30,
+             max_new_tokens: int = 160, temperature: float = 1.0, seed: int = 0,
+             oracle: Callable[[Instance], float] | None = None) -> dict[str, float]:
+    """Held-out quality of single-answer sampling: parse rate, the rate of answers with a
+    non-zero reward (for the maze: reaching the exit), mean scalar and best@`samples`
+    (with the oracle's best when given)."""
+    weights = np.asarray(task.weights, dtype=np.float64)
+    started = time.time()
+    parsed = nonzero = total = 0
+    scalars, bests, optimum = [], [], []
+    for i, instance in enumerate(instances):
+        texts = sample(model, tokenizer, [task.prompt(instance, 1)], samples, max_new_tokens, temperature, seed + i)[0]
+        rows, ok = score_completions(task, instance, texts, 1)
+        values = rows @ weights / weights.sum()
+        parsed, total = parsed + ok, total + len(texts)
+        nonzero += int(np.any(rows > 0, axis=1).sum())
+        scalars.append(values.mean())
+        bests.append(values.max())
+        if oracle is not None:
+            optimum.append(oracle(instance))
+    result = {
+        "instances": len(instances), "samples": samples, "temperature": temperature,
+        "parse_rate": parsed / total, "nonzero_rate": nonzero / total,
+        "mean_scalar": float(np.mean(scalars)), f"best_at_{samples}": float(np.mean(bests)),
+        "eval_seconds": round(time.time() - started, 1),
+    }
+    if optimum:
+        result["oracle_best"] = float(np.mean(optimum))
+        result[f"best_at_{samples}_over_oracle"] = float(np.mean(bests) / np.mean(optimum))
+    return result
