@@ -1,0 +1,20 @@
+"""The program database: a durable SQLite store, islands, MAP-Elites archives and a facade.
+
+    db = Database.open(run_dir, DatabaseConfig(objectives=("a", "b")))
+    if not db.is_duplicate(code, island): db.add(code, evaluation, island=island, parents=ids)
+    parents, inspirations = db.sample(island, rng); db.end_iteration()
+"""
+
+from evo.database.archive import Archive, Grid, feature_values
+from evo.database.config import DatabaseConfig, FeatureConfig
+from evo.database.database import DB_FILE, Candidate, Database, database_file
+from evo.database.hashing import exact_hash, normalize, normalized_hash
+from evo.database.islands import topology
+from evo.database.pareto import pareto_mask
+from evo.database.records import Program
+from evo.database.store import Store
+
+__all__ = [
+    "Archive", "Candidate", "DB_FILE", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "Store",
+    "database_file", "exact_hash", "feature_values", "normalize", "normalized_hash", "pareto_mask", "topology",
+]

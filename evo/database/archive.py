@@ -1,0 +1,87 @@
+"""MAP-Elites: a grid with FIXED ranges and bins, and one elite per cell by the scalar."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from evo.database.config import FeatureConfig
+
+
+class MissingFeature(ValueError):
+    """A feature reads a scorer key the scorer did not return."""
+
+
+def feature_values(
+    features: Sequence[FeatureConfig], code: str, scores: np.ndarray, extras: Mapping[str, float], objectives: Sequence[str]
+) -> tuple[float, ...]:
+    """The raw value of each feature for one evaluated program."""
+    values = []
+    for feature in features:
+        kind, _, key = feature.source.partition(":")
+        if kind == "code_length":
+            values.append(float(len(code)))
+        elif kind == "objective":
+            values.append(float(scores[list(objectives).index(key)]))
+        elif key in extras:
+            values.append(float(extras[key]))
+        else:
+            raise MissingFeature(f"feature {feature.name!r} needs scorer key {key!r}, which the scorer did not return")
+    return tuple(values)
+
+
+class Grid:
+    """Maps feature values to a cell: each value is clipped into its fixed range, never re-binned."""
+
+    def __init__(self, features: Sequence[FeatureConfig]):
+        self.low = np.array([f.range[0] for f in features], dtype=np.float64)
+        self.high = np.array([f.range[1] for f in features], dtype=np.float64)
+        self.bins = np.array([f.bins for f in features], dtype=np.int64)
+        self.cells = int(np.prod(self.bins)) if len(features) else 1
+
+    def cell(self, values: Sequence[float]) -> int:
+        """The flat index of the cell holding `values` (0 when there are no features)."""
+        if not len(self.bins):
+            return 0
+        clipped = np.clip(np.asarray(values, dtype=np.float64), self.low, self.high)
+        index = np.floor((clipped - self.low) / (self.high - self.low) * self.bins).astype(np.int64)
+        return int(np.ravel_multi_index(tuple(np.minimum(index, self.bins - 1)), tuple(self.bins)))
+
+
+class Archive:
+    """One elite per cell: the first program with the highest scalar that reached the cell."""
+
+    def __init__(self, grid: Grid):
+        self.grid = grid
+        self.elites: dict[int, tuple[int, float]] = {}  # cell -> (program id, scalar)
+
+    def add(self, program_id: int, cell: int, scalar: float) -> bool:
+        """Offer a program; True when it became its cell's elite."""
+        current = self.elites.get(cell)
+        if current is not None and scalar <= current[1]:
+            return False
+        self.elites[cell] = (program_id, scalar)
+        return True
+
+    def elite_ids(self) -> set[int]:
+        return {program_id for program_id, _ in self.elites.values()}
+
+    def clear(self) -> None:
+        self.elites.clear()
+
+    @property
+    def coverage(self) -> float:
+        return len(self.elites) / self.grid.cells
+
+    @property
+    def qd_score(self) -> float:
+        """The sum of the elites' scalars."""
+        return float(sum(scalar for _, scalar in self.elites.values()))
+
+    @property
+    def best(self) -> tuple[int, float] | None:
+        """(program id, scalar) of the best elite; ties go to the earliest program."""
+        if not self.elites:
+            return None
+        return max(self.elites.values(), key=lambda elite: (elite[1], -elite[0]))

@@ -1,0 +1,315 @@
+"""The facade the search loop calls: a run's programs, islands and archives over a durable store.
+
+Every change is written to SQLite first and committed before the call returns; the in-memory
+indexes (islands, archives, duplicate hashes) are then exactly what replaying the store gives,
+so `Database.open` on a killed run's directory rebuilds the same state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from evo.database.archive import Archive, Grid, MissingFeature, feature_values
+from evo.database.config import DatabaseConfig
+from evo.database.hashing import exact_hash, normalized_hash
+from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan, topology
+from evo.database.pareto import pareto_mask
+from evo.database.records import Program
+from evo.database.store import Store
+from evo.errors import UserError
+from evo.scores import Evaluation, scalarize
+from evo.selection import select
+
+DB_FILE = "programs.sqlite"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated candidate for `Database.add_many`."""
+
+    code: str
+    evaluation: Evaluation
+    island: int
+    parents: tuple[int, ...] = ()
+    policy: str = ""
+
+
+def database_file(path: Path | str) -> Path:
+    """A run directory holds `programs.sqlite`; a path ending in .sqlite/.db is the file itself."""
+    path = Path(path)
+    return path if path.suffix in (".sqlite", ".db") else path / DB_FILE
+
+
+class Database:
+    def __init__(self, store: Store, config: DatabaseConfig):
+        self.store = store
+        self.config = config
+        self.weights = np.asarray(config.weight_vector, dtype=np.float64)
+        self.grid = Grid(config.features)
+        self.graph = topology(config.topology, config.islands, config.seed)
+        self._lock = threading.RLock()
+        self._load()
+
+    @classmethod
+    def open(cls, path: Path | str, config: DatabaseConfig | None = None) -> "Database":
+        """Open (or create) a run's database; without `config`, the stored one is used (resume)."""
+        store = Store(database_file(path))
+        stored = store.get_meta("config")
+        if config is None:
+            if stored is None:
+                store.close()
+                raise UserError(f"{path}: no run found here (the database has no config); start one with `evo run SPEC`")
+            config = DatabaseConfig.from_json(stored)
+        elif stored is not None:
+            old = DatabaseConfig.from_json(stored)
+            if (old.objectives, old.islands, old.features) != (config.objectives, config.islands, config.features):
+                store.close()
+                raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+        if stored != config.to_json():
+            store.set_meta("config", config.to_json())
+        return cls(store, config)
+
+    def _load(self) -> None:
+        """(Re)build every in-memory index by replaying the store in id order."""
+        self.islands = [Island(i, self.grid) for i in range(self.config.islands)]
+        self.programs: dict[int, Program] = {}
+        self.seen: set[str] = set()
+        self.archive = Archive(self.grid)
+        self.iteration = int(self.store.get_meta("iteration", "0"))
+        for program in self.store.programs():
+            self._index(program)
+
+    def _index(self, program: Program) -> None:
+        self.programs[program.id] = program
+        if program.is_copy:
+            pass
+        else:
+            self.seen.add(program.norm_hash)
+            if program.ok:
+                self.archive.add(program.id, self.grid.cell(program.features), program.scalar)
+        if program.member:
+            self.islands[program.island].add(program, self.grid.cell(program.features))
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def add(self, code: str, evaluation: Evaluation, *, island: int, parents: Sequence[int] = (), policy: str = "") -> Program:
+        """Store one evaluated candidate (a failure too); returns after the commit."""
+        return self.add_many([Candidate(code, evaluation, island, tuple(parents), policy)])[0]
+
+    def add_many(self, candidates: Iterable[Candidate]) -> list[Program]:
+        """Store several candidates in ONE transaction; returns after its commit."""
+        with self._lock:
+            records = [self._record(c) for c in candidates]
+            return self._write(lambda: self._insert(records))
+
+    def add_initial(self, code: str, evaluation: Evaluation, *, policy: str = "initial") -> Program:
+        """The initial program: evaluated once, on island 0, and copied to every other island."""
+        with self._lock:
+            record = self._record(Candidate(code, evaluation, 0, (), policy))
+
+            def write() -> Program:
+                (first,) = self._insert([record])
+                if first.member:
+                    self._insert([self._copy(first, i, "seed") for i in range(1, len(self.islands))])
+                return self.programs[first.id]
+
+            return self._write(write)
+
+    def end_iteration(self) -> dict[str, Any]:
+        """Count one iteration; migrate and reset islands when the schedule says so."""
+        with self._lock:
+
+            def write() -> dict[str, Any]:
+                self.iteration += 1
+                self.store.set_meta("iteration", str(self.iteration))
+                done: dict[str, Any] = {"iteration": self.iteration, "migrated": 0, "reset": []}
+                if self.config.migration_interval and self.iteration % self.config.migration_interval == 0:
+                    done["migrated"] = self._migrate()
+                if self.config.reset_interval and self.iteration % self.config.reset_interval == 0:
+                    done["reset"] = self._reset()
+                return done
+
+            return self._write(write)
+
+    def _write(self, work: Any) -> Any:
+        """Run `work` in one transaction; if anything fails, memory is rebuilt from the store."""
+        try:
+            with self.store.transaction():
+                return work()
+        except BaseException:
+            self._load()
+            raise
+
+    def _record(self, candidate: Candidate) -> Program:
+        if not 0 <= candidate.island < len(self.islands):
+            raise ValueError(f"island {candidate.island} out of range 0..{len(self.islands) - 1}")
+        code, evaluation = candidate.code, candidate.evaluation
+        base = dict(
+            id=0, code=code, hash=exact_hash(code), norm_hash=normalized_hash(code), island=candidate.island,
+            iteration=self.iteration, parents=tuple(int(p) for p in candidate.parents), policy=candidate.policy,
+            seconds=float(evaluation.seconds),
+        )
+        if not evaluation.ok:
+            return Program(**base, failure_kind=evaluation.failure.kind, failure_message=evaluation.failure.message)
+        scores = np.asarray(evaluation.scores, dtype=np.float64)
+        if scores.shape != (len(self.config.objectives),):
+            raise ValueError(f"scores have shape {scores.shape}, expected ({len(self.config.objectives)},)")
+        try:
+            features = feature_values(self.config.features, code, scores, evaluation.extras, self.config.objectives)
+        except MissingFeature as error:
+            return Program(**base, failure_kind="bad_output", failure_message=str(error))
+        scalar = float(scalarize(scores, self.weights))
+        return Program(**base, scores=scores, scalar=scalar, features=features, extras=dict(evaluation.extras))
+
+    def _copy(self, source: Program, island: int, origin: str) -> Program:
+        return dataclasses.replace(
+            source, id=0, island=island, iteration=self.iteration, parents=(), seconds=0.0, origin=origin, source=source.id, removed=None
+        )
+
+    def _insert(self, records: Sequence[Program]) -> list[Program]:
+        """Insert records in order; a code already on its island is stored as removed at once."""
+        stored = []
+        for record in records:
+            if record.ok and record.norm_hash in self.islands[record.island].hashes:
+                record = dataclasses.replace(record, removed=self.iteration)
+            (new_id,) = self.store.insert([record])
+            program = dataclasses.replace(record, id=new_id)
+            self._index(program)
+            if program.member:
+                self._evict(self.islands[program.island])
+            stored.append(self.programs[new_id])
+        return stored
+
+    def _remove(self, island: Island, ids: list[int]) -> None:
+        if not ids:
+            return
+        self.store.mark_removed(ids, self.iteration)
+        island.remove(ids)
+        for program_id in ids:
+            self.programs[program_id] = dataclasses.replace(self.programs[program_id], removed=self.iteration)
+
+    def _evict(self, island: Island) -> None:
+        self._remove(island, eviction_plan(island, self.config.population_cap))
+
+    def _migrate(self) -> int:
+        plan = migration_plan(self.islands, self.graph, self.config.migration_size)
+        copies = self._insert([self._copy(program, destination, "migrant") for program, destination in plan])
+        moves = [[c.source, c.island, c.id] for c in copies]
+        self.store.event(self.iteration, "migration", {"moves": moves})
+        return len(copies)
+
+    def _reset(self) -> list[int]:
+        plan = reset_plan(self.islands, np.random.default_rng([self.config.seed, self.iteration]))
+        for index, donor in plan:
+            island = self.islands[index]
+            removed = list(island.members)
+            self._remove(island, removed)
+            island.clear()
+            (reseed,) = self._insert([self._copy(donor, index, "reseed")])
+            self.store.event(self.iteration, "reset", {"island": index, "removed": len(removed), "reseed": reseed.id, "donor": donor.id})
+        return [index for index, _ in plan]
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def is_duplicate(self, code: str, island: int | None = None) -> bool:
+        """True when this code (up to whitespace) was evaluated in this run or is on `island`."""
+        key = normalized_hash(code)
+        with self._lock:
+            return key in self.seen or (island is not None and key in self.islands[island].hashes)
+
+    def sample(self, island: int, rng: np.random.Generator) -> tuple[list[Program], list[Program]]:
+        """(parents, inspirations) from one island's members by the configured selection.
+
+        One selection call draws parents + inspirations; repeats are dropped, so fewer may come
+        back. An empty island gives ([], []).
+        """
+        with self._lock:
+            members = self.islands[island]
+            if not members.members:
+                return [], []
+            population, ids = members.population(self.weights)
+            k = self.config.parents + self.config.inspirations
+            chosen = ids[select(self.config.selection, population, k, rng, **self.config.selection_options)]
+            parents = list(dict.fromkeys(chosen[: self.config.parents].tolist()))
+            inspirations = [i for i in dict.fromkeys(chosen[self.config.parents :].tolist()) if i not in parents]
+            return [self.programs[i] for i in parents], [self.programs[i] for i in inspirations]
+
+    def get(self, program_id: int) -> Program:
+        return self.programs[program_id]
+
+    def evaluated(self, ok_only: bool = True) -> list[Program]:
+        """Every evaluated program (not copies), in order; only successes unless ok_only=False."""
+        return [p for p in self.programs.values() if not p.is_copy and (p.ok or not ok_only)]
+
+    def best(self) -> Program | None:
+        """The evaluated program with the highest scalar (the earliest among equals)."""
+        elite = self.archive.best
+        return None if elite is None else self.programs[elite[0]]
+
+    def pareto(self) -> list[Program]:
+        """The evaluated programs on the Pareto front of the score vectors (one per code)."""
+        unique = list({p.norm_hash: p for p in reversed(self.evaluated())}.values())[::-1]
+        if not unique:
+            return []
+        mask = pareto_mask(np.stack([p.scores for p in unique]))
+        return sorted((p for p, keep in zip(unique, mask) if keep), key=lambda p: p.id)
+
+    def stats(self) -> dict[str, Any]:
+        evaluated = [p for p in self.programs.values() if not p.is_copy]
+        best = self.best()
+        return {
+            "programs": len(evaluated),
+            "failures": sum(not p.ok for p in evaluated),
+            "copies": len(self.programs) - len(evaluated),
+            "iterations": self.iteration,
+            "best": None if best is None else best.scalar,
+            "coverage": self.archive.coverage,
+            "qd_score": self.archive.qd_score,
+            "islands": [
+                {
+                    "members": len(i.members),
+                    "best": None if i.best() is None else i.best().scalar,
+                    "coverage": i.archive.coverage,
+                    "qd_score": i.archive.qd_score,
+                }
+                for i in self.islands
+            ],
+        }
+
+    def genealogy(self) -> nx.DiGraph:
+        """Programs as nodes; parent -> child edges (relation "parent") and source -> copy ("copy")."""
+        graph = nx.DiGraph()
+        for p in self.programs.values():
+            graph.add_node(p.id, island=p.island, iteration=p.iteration, scalar=p.scalar, origin=p.origin, failure=p.failure_kind)
+        for p in self.programs.values():
+            graph.add_edges_from(((q, p.id) for q in p.parents if q in self.programs), relation="parent")
+            if p.source is not None:
+                graph.add_edge(p.source, p.id, relation="copy")
+        return graph
+
+    def state(self) -> dict[str, Any]:
+        """Everything in memory, in plain values (a reopened database must give the same)."""
+        return {
+            "iteration": self.iteration,
+            "programs": {i: dataclasses.astuple(dataclasses.replace(p, scores=None)) + (None if p.scores is None else p.scores.tobytes(),) for i, p in self.programs.items()},
+            "seen": sorted(self.seen),
+            "archive": dict(self.archive.elites),
+            "islands": [(list(i.members), dict(i.hashes), dict(i.archive.elites), dict(i.cells)) for i in self.islands],
+        }
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,133 @@
+"""Islands: their topology, their populations, and the pure plans for migration, reset, eviction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import networkx as nx
+import numpy as np
+
+from evo.database.archive import Archive, Grid
+from evo.database.records import Program
+from evo.errors import UserError
+from evo.selection import Population
+
+
+def topology(kind: str | Sequence[Sequence[int]], islands: int, seed: int = 0) -> nx.Graph:
+    """ring (default), complete, random-regular (degree 3, or less for few islands), or edges."""
+    if not isinstance(kind, str):
+        graph = nx.Graph()
+        graph.add_nodes_from(range(islands))
+        for a, b in kind:
+            if not (0 <= a < islands and 0 <= b < islands) or a == b:
+                raise UserError(f"search.topology edge [{a}, {b}] must join two different islands in 0..{islands - 1}")
+            graph.add_edge(a, b)
+        return graph
+    if kind == "ring":
+        return nx.cycle_graph(islands) if islands > 2 else nx.path_graph(islands)
+    if kind == "complete":
+        return nx.complete_graph(islands)
+    if kind == "random-regular":
+        degree = min(3, islands - 1)
+        if degree * islands % 2:
+            degree -= 1
+        return nx.random_regular_graph(degree, islands, seed=seed) if degree > 0 else nx.empty_graph(islands)
+    raise UserError(f"unknown topology {kind!r}")
+
+
+class Island:
+    """One island's population: its live members, their normalized hashes and its archive."""
+
+    def __init__(self, index: int, grid: Grid):
+        self.index = index
+        self.members: dict[int, Program] = {}  # id -> program, in insertion (id) order
+        self.hashes: dict[str, int] = {}  # norm_hash -> id
+        self.cells: dict[int, int] = {}  # id -> cell
+        self.archive = Archive(grid)
+        self.version = 0
+        self._prepared: tuple[int, Population, np.ndarray] | None = None
+
+    def add(self, program: Program, cell: int) -> None:
+        self.members[program.id] = program
+        self.hashes[program.norm_hash] = program.id
+        self.cells[program.id] = cell
+        self.archive.add(program.id, cell, program.scalar)
+        self.version += 1
+
+    def remove(self, ids: Sequence[int]) -> None:
+        for program_id in ids:
+            program = self.members.pop(program_id)
+            del self.hashes[program.norm_hash]
+            del self.cells[program_id]
+        self.version += 1
+
+    def clear(self) -> list[int]:
+        ids = list(self.members)
+        self.members.clear()
+        self.hashes.clear()
+        self.cells.clear()
+        self.archive.clear()
+        self.version += 1
+        return ids
+
+    def population(self, weights: Sequence[float]) -> tuple[Population, np.ndarray]:
+        """The members' scores prepared for selection (cached until the island changes) and their ids."""
+        if self._prepared is None or self._prepared[0] != self.version:
+            members = list(self.members.values())
+            scores = np.stack([p.scores for p in members])
+            lengths = np.array([len(p.code) for p in members], dtype=np.float64)
+            ids = np.array([p.id for p in members], dtype=np.int64)
+            self._prepared = (self.version, Population(scores, lengths=lengths, weights=np.asarray(weights)), ids)
+        return self._prepared[1], self._prepared[2]
+
+    def best(self) -> Program | None:
+        elite = self.archive.best
+        return None if elite is None else self.members[elite[0]]
+
+    def top(self, k: int, originals_only: bool = True) -> list[Program]:
+        """The k best members by scalar (earliest first among equals); copies are left out."""
+        pool = [p for p in self.members.values() if not (originals_only and p.is_copy)]
+        return sorted(pool, key=lambda p: (-p.scalar, p.id))[:k]
+
+
+def eviction_plan(island: Island, cap: int) -> list[int]:
+    """Ids to remove so the island holds at most `cap` members, worst scalar (then oldest) first.
+
+    A cell's elite is never evicted, so an island may stay above the cap when every member left
+    is an elite.
+    """
+    excess = len(island.members) - cap
+    if cap <= 0 or excess <= 0:
+        return []
+    elites = island.archive.elite_ids()
+    candidates = sorted((p for p in island.members.values() if p.id not in elites), key=lambda p: (p.scalar, p.id))
+    return [p.id for p in candidates[:excess]]
+
+
+def migration_plan(islands: Sequence[Island], graph: nx.Graph, size: int) -> list[tuple[Program, int]]:
+    """(program, destination) pairs: each island's top `size` originals to every neighbour lacking them."""
+    plan: list[tuple[Program, int]] = []
+    planned: set[tuple[str, int]] = set()
+    for island in islands:
+        for program in island.top(size):
+            for neighbour in sorted(graph.neighbors(island.index)):
+                key = (program.norm_hash, neighbour)
+                if program.norm_hash not in islands[neighbour].hashes and key not in planned:
+                    plan.append((program, neighbour))
+                    planned.add(key)
+    return plan
+
+
+def reset_plan(islands: Sequence[Island], rng: np.random.Generator) -> list[tuple[int, Program]]:
+    """FunSearch: the weaker half of the islands (by best scalar) restart from a survivor's best.
+
+    Returns (island to reset, program to reseed it with); ties in best scalar are broken at random.
+    """
+    best = [island.best() for island in islands]
+    strength = np.array([-np.inf if b is None else b.scalar for b in best])
+    ranked = np.lexsort((rng.random(len(islands)), strength))  # weakest first
+    weak, strong = ranked[: len(islands) // 2], ranked[len(islands) // 2 :]
+    donors = [best[i] for i in strong if best[i] is not None]
+    if not donors:
+        return []
+    return [(int(i), donors[int(rng.integers(len(donors)))]) for i in weak]

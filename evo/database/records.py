@@ -1,0 +1,55 @@
+"""The record of one program as stored: evaluated, failed, or a copy placed on another island."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ORIGINS = ("evaluated", "migrant", "reseed", "seed")  # everything but "evaluated" is a copy
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    id: int
+    code: str
+    hash: str
+    norm_hash: str
+    island: int
+    iteration: int
+    scores: np.ndarray | None = None  # None for a failure
+    scalar: float | None = None
+    features: tuple[float, ...] = ()  # raw values, before clipping into the grid
+    extras: dict[str, float] = field(default_factory=dict)
+    parents: tuple[int, ...] = ()
+    policy: str = ""
+    seconds: float = 0.0
+    failure_kind: str | None = None
+    failure_message: str | None = None
+    origin: str = "evaluated"
+    source: int | None = None  # the program this one is a copy of
+    removed: int | None = None  # the iteration it left its island (evicted, reset, duplicate)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure_kind is None
+
+    @property
+    def is_copy(self) -> bool:
+        return self.origin != "evaluated"
+
+    @property
+    def member(self) -> bool:
+        """Currently part of its island's population (and so selectable)."""
+        return self.ok and self.removed is None
+
+    def same(self, other: "Program") -> bool:
+        """Field-by-field equality (numpy-aware); used to check that a reopened store matches."""
+        for name in self.__dataclass_fields__:
+            a, b = getattr(self, name), getattr(other, name)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if a is None or b is None or not np.array_equal(a, b):
+                    return False
+            elif a != b:
+                return False
+        return True

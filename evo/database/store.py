@@ -1,0 +1,152 @@
+"""The durable store: one SQLite file in WAL mode, the source of truth of a run.
+
+Tables: programs (one row per evaluated candidate, failure or copy), meta (key/value: the
+config, the iteration counter) and events (migrations, resets, evictions). Every write runs in
+one transaction; a call returns only after its COMMIT, with synchronous=FULL so a committed row
+survives a crash of the process (and of the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from evo.database.records import Program
+from evo.errors import UserError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS programs (
+    id INTEGER PRIMARY KEY,
+    code TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    norm_hash TEXT NOT NULL,
+    island INTEGER NOT NULL,
+    iteration INTEGER NOT NULL,
+    scores BLOB,
+    scalar REAL,
+    features TEXT NOT NULL,
+    extras TEXT NOT NULL,
+    parents TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    failure_kind TEXT,
+    failure_message TEXT,
+    origin TEXT NOT NULL,
+    source INTEGER,
+    removed INTEGER,
+    CHECK ((scores IS NULL) = (failure_kind IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS programs_norm_hash ON programs (norm_hash);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    iteration INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    time REAL NOT NULL
+);
+"""
+COLUMNS = tuple(Program.__dataclass_fields__)
+
+
+def _row(program: Program) -> tuple:
+    scores = None if program.scores is None else np.asarray(program.scores, dtype=np.float64).tobytes()
+    return (
+        program.code, program.hash, program.norm_hash, program.island, program.iteration, scores, program.scalar,
+        json.dumps(list(program.features)), json.dumps(program.extras, sort_keys=True), json.dumps(list(program.parents)),
+        program.policy, program.seconds, program.failure_kind, program.failure_message, program.origin, program.source,
+        program.removed,
+    )
+
+
+def _program(row: sqlite3.Row) -> Program:
+    values = dict(row)
+    values["scores"] = None if row["scores"] is None else np.frombuffer(row["scores"], dtype=np.float64).copy()
+    values["features"] = tuple(json.loads(row["features"]))
+    values["extras"] = json.loads(row["extras"])
+    values["parents"] = tuple(json.loads(row["parents"]))
+    return Program(**values)
+
+
+class Store:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._conn.row_factory = sqlite3.Row
+            if self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
+                raise UserError(f"{self.path}: SQLite could not switch to WAL mode (is it on a network filesystem?)")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(SCHEMA)
+        except sqlite3.DatabaseError as error:
+            raise UserError(f"{self.path}: not a usable program database ({error})") from None
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One atomic, durable write; nested uses join the outer transaction."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                self._conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self._conn.execute("COMMIT")
+
+    def insert(self, programs: Iterable[Program]) -> list[int]:
+        """Insert rows (their `id` is ignored) and return the new ids, in order."""
+        placeholders = ", ".join("?" * (len(COLUMNS) - 1))
+        sql = f"INSERT INTO programs ({', '.join(COLUMNS[1:])}) VALUES ({placeholders})"
+        with self.transaction():
+            return [self._conn.execute(sql, _row(p)).lastrowid for p in programs]
+
+    def mark_removed(self, ids: Iterable[int], iteration: int) -> None:
+        with self.transaction():
+            self._conn.executemany("UPDATE programs SET removed = ? WHERE id = ?", [(iteration, i) for i in ids])
+
+    def programs(self) -> Iterator[Program]:
+        for row in self._conn.execute(f"SELECT {', '.join(COLUMNS)} FROM programs ORDER BY id"):
+            yield _program(row)
+
+    def event(self, iteration: int, kind: str, data: dict) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "INSERT INTO events (iteration, kind, data, time) VALUES (?, ?, ?, ?)",
+                (iteration, kind, json.dumps(data, sort_keys=True), time.time()),
+            )
+
+    def events(self) -> list[dict]:
+        rows = self._conn.execute("SELECT iteration, kind, data, time FROM events ORDER BY id").fetchall()
+        return [{"iteration": r[0], "kind": r[1], "data": json.loads(r[2]), "time": r[3]} for r in rows]
+
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
