@@ -32,6 +32,7 @@ class TrainConfig:
     ppo_epochs: int = 1
     micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
+    bf16: bool = False  # bfloat16 autocast for sampling and the loss forward (weights stay float32)
     seed: int = 0
     save_every: int = 50
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)

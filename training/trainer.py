@@ -81,11 +81,16 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     instance_seed, sample_seed, rng = seeds(config, state.step)
     instances = state.task.instances("train", config.prompts, seed=instance_seed)
     m = answers_for(config.algo, config.answers)
-    rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
-                    max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                    top_p=config.top_p, seed=sample_seed)
+    with autocast(config):
+        rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
+                        max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                        top_p=config.top_p, seed=sample_seed)
     adv = advantages.compute(config.algo, rolls.rewards, weights=state.task.weights, rng=rng, **config.options)
     return rolls, adv
+
+
+def autocast(config: TrainConfig):
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16)
 
 
 def chunks(total: int, parts: int) -> list[torch.Tensor]:
@@ -95,7 +100,8 @@ def chunks(total: int, parts: int) -> list[torch.Tensor]:
 @torch.no_grad()
 def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig) -> torch.Tensor:
     rows = chunks(rolls.samples.completion_ids.shape[0], config.micro_batches)
-    return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in rows])
+    with autocast(config):
+        return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in rows])
 
 
 def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
@@ -110,7 +116,8 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
         for rows in chunks(total, config.micro_batches):
-            logp, all_logp = token_logprobs(state.model, samples, rows)
+            with autocast(config):
+                logp, all_logp = token_logprobs(state.model, samples, rows)
             parts = ppo_clip_loss(
                 logp, all_logp, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
                 eps_low=config.eps_low, eps_high=config.eps_high, normalizer=total * config.norm,
