@@ -16,6 +16,8 @@ from evo.errors import UserError
 
 COMMANDS: dict[str, str] = {
     # name: module holding a click command named `command`
+    "run": "evo.commands.run",
+    "show": "evo.commands.show",
     "train": "evo.commands.train",
     "pretrain": "evo.commands.pretrain",
     "tasks": "evo.commands.tasks",

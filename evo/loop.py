@@ -29,7 +29,6 @@ import numpy as np
 
 from evo import prompts
 from evo.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate, Journal
-from evo.program import code_hash
 from evo.prompts import ParseFailure, Prompt, Shown
 from evo.scores import Evaluation
 
@@ -39,14 +38,15 @@ class Evaluator(Protocol):
 
 
 class Archive(Protocol):
-    """What the loop needs from the program database (see evo/archive.py for the adapter)."""
+    """What the loop needs from the program database (evo/archive.py adapts evo.database)."""
 
     islands: int
+    iterations: int  # iterations committed so far (durable)
 
+    def key(self, code: str) -> str: ...  # the duplicate key of a program
+    def keys(self) -> set[str]: ...  # the keys of every program in the database
     def sample(self, island: int, rng: np.random.Generator) -> tuple[list[Shown], list[Shown]]: ...
-    def contains(self, code_hash: str) -> bool: ...
-    def add(self, candidate: Candidate, evaluation: Evaluation) -> None: ...
-    def end_iteration(self, iteration: int) -> None: ...
+    def commit(self, iteration: int, evaluated: list[tuple[Candidate, Evaluation]]) -> None: ...
     def best_scalar(self) -> float | None: ...
     def coverage(self) -> float: ...
 
@@ -115,8 +115,10 @@ class Loop:
 
     def _reload(self) -> None:
         """Pick up where the journal says: committed iterations, generated candidates, results."""
-        self.committed = self.journal.committed()
-        self._seen = self.journal.hashes()
+        self.committed = self.archive.iterations
+        if self.journal.committed() < self.committed:  # killed between the two commits
+            self.journal.mark_committed(self.committed - 1)
+        self._seen = self.journal.hashes() | self.archive.keys()
         candidates = self.journal.candidates(since=self.committed)
         results = self.journal.evaluations(since=self.committed)
         for candidate in candidates:
@@ -231,8 +233,8 @@ class Loop:
         except ParseFailure as failure:
             self.progress.parse_errors += 1
             return Candidate(iteration, slot, island, reply or "", "", keys, PARSE_ERROR, str(failure))
-        digest = code_hash(code)
-        if digest in self._seen or self.archive.contains(digest):
+        digest = self.archive.key(code)
+        if digest in self._seen:
             self.progress.duplicates += 1
             return Candidate(iteration, slot, island, code, digest, keys, DUPLICATE)
         self._seen.add(digest)
@@ -257,10 +259,9 @@ class Loop:
             self._commit(self.committed)
 
     def _commit(self, iteration: int) -> None:
-        for candidate in self._pending.pop(iteration):
-            if candidate.status == PENDING and not self.archive.contains(candidate.hash):
-                self.archive.add(candidate, self._results.pop((iteration, candidate.slot)))
-        self.archive.end_iteration(iteration)
+        evaluated = [(c, self._results.pop((iteration, c.slot)))
+                     for c in self._pending.pop(iteration) if c.status == PENDING]
+        self.archive.commit(iteration, evaluated)  # durable: the programs and the iteration count
         self.journal.mark_committed(iteration)
         self.committed = iteration + 1
         self._futures = [f for f in self._futures if not f.done()]

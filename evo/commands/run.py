@@ -1,0 +1,105 @@
+"""`evo run SPEC --policy URI ...` and `evo run --resume DIR`."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+import types
+import typing
+from dataclasses import fields
+from pathlib import Path
+
+import click
+
+from evo import spec as specs
+from evo.errors import UserError
+
+_SECTIONS = {"sandbox": specs.Sandbox, "search": specs.Search, "prompt": specs.Prompt}
+
+
+def _click_type(annotation: object) -> type:
+    kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    for kind in (int, float):
+        if kind in kinds and str not in kinds:
+            return kind
+    return str
+
+
+def _spec_options(command):
+    """One `--name` flag per spec setting ([sandbox], [search], [prompt]); `--set` for the rest."""
+    hints = {section: typing.get_type_hints(cls) for section, cls in _SECTIONS.items()}
+    for section, cls in reversed(_SECTIONS.items()):
+        for f in reversed(fields(cls)):
+            flag = "--" + f.name.replace("_", "-")
+            command = click.option(flag, f"{section}__{f.name}", type=_click_type(hints[section][f.name]),
+                                   default=None, help=f"override [{section}] {f.name}")(command)
+    return command
+
+
+def _parse_value(text: str) -> object:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
+    """Dotted spec overrides from the `--name` flags and `--set KEY=VALUE` pairs."""
+    overrides: dict[str, object] = {}
+    for name, value in options.items():
+        if "__" in name and value is not None:
+            section, key = name.split("__", 1)
+            if key == "topology" and isinstance(value, str) and value.startswith("["):
+                value = json.loads(value)
+            overrides[f"{section}.{key}"] = value
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. --set features.length.bins=20")
+        overrides[key.strip()] = _parse_value(value.strip())
+    return overrides
+
+
+@click.command(name="run")
+@click.argument("spec_path", metavar="SPEC", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--policy", "policy_uri", metavar="URI", help="local:PATH | openai:URL#MODEL | vllm:PATH | mutate:")
+@click.option("--seed", type=int, default=None, help="random seed (default 0)")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="run directory (default runs/<problem name>)")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="continue the run in DIR (after a crash or kill)")
+@click.option("--executor", type=click.Choice(["process", "ray"]), default=None,
+              help="evaluation workers: the sandbox's process pool (default) or Ray actors")
+@click.option("--batch", type=click.IntRange(min=1), default=None, help="prompts per policy call (default 4)")
+@click.option("--depth", type=click.IntRange(min=1), default=None,
+              help="policy calls allowed ahead of the database (default 2)")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="default 1024")
+@click.option("--temperature", type=click.FloatRange(min=0), default=None, help="default 1.0")
+@click.option("--top-p", type=click.FloatRange(min=0, max=1), default=None, help="default 1.0")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="override any spec key, e.g. --set features.length.bins=20 (repeatable)")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+@_spec_options
+def command(spec_path, policy_uri, seed, out, resume_dir, executor, batch, depth, max_new_tokens,
+            temperature, top_p, sets, quiet, **options) -> None:
+    """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
+    from evo import policies, run_dir
+
+    loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
+                    "temperature": temperature, "top_p": top_p}
+    loop_options = {k: v for k, v in loop_options.items() if v is not None}
+    overrides = spec_overrides(options, sets)
+    if resume_dir is not None:
+        if spec_path is not None or policy_uri is not None or seed is not None:
+            raise UserError("--resume DIR takes its spec, policy and seed from DIR; give only --resume (and --iterations)")
+        config = run_dir.resume_config(resume_dir, overrides, loop_options, executor)
+        policy = policies.load(config.policy)
+    else:
+        if spec_path is None or policy_uri is None:
+            raise UserError("evo run needs SPEC and --policy URI (or --resume DIR)")
+        run_dir.check_spec(spec_path, overrides)
+        policy = policies.load(policy_uri)  # a bad URI or an unreachable server fails before DIR exists
+        config = run_dir.new_config(spec_path, policy_uri, seed or 0, out, overrides, loop_options,
+                                    executor or "process")
+    summary = run_dir.execute(config, policy, progress=not quiet)
+    click.echo(summary)

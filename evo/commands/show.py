@@ -1,0 +1,152 @@
+"""`evo show DIR [--json] [--plots] [--lineage FILE]`: what a run found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from evo.errors import UserError
+
+
+def summary(directory: Path) -> dict:
+    """The DESIGN.md shape: programs, failures, iterations, best, pareto, coverage (+ counts)."""
+    from evo.database import Database, database_file
+    from evo.journal import Journal
+    from evo.run_dir import JOURNAL_FILE
+
+    if not database_file(directory).is_file():
+        raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
+    with Database.open(directory) as db:
+        stats = db.stats()
+        objectives = db.config.objectives
+        best = db.best()
+        pareto = [{"id": p.id, "scalar": p.scalar, "scores": dict(zip(objectives, map(float, p.scores)))}
+                  for p in db.pareto()]
+    counts = {"parse": 0, "duplicate": 0}
+    if (directory / JOURNAL_FILE).is_file():
+        journal = Journal(directory / JOURNAL_FILE)
+        counts = journal.counts()
+        journal.close()
+    return {
+        "programs": stats["programs"],
+        "failures": stats["failures"],
+        "iterations": stats["iterations"],
+        "best": None if best is None else {
+            "id": best.id, "scalar": best.scalar,
+            "scores": dict(zip(objectives, map(float, best.scores))), "code": best.code},
+        "pareto": pareto,
+        "coverage": stats["coverage"],
+        "unparseable": counts["parse"],
+        "duplicates": counts["duplicate"],
+    }
+
+
+def heatmap(db, path: Path) -> Path | None:
+    """The MAP-Elites archive: the elite's scalar per cell over the first two features."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    features = db.config.features
+    if not features:
+        return None
+    bins = tuple(f.bins for f in features)
+    grid = np.full(bins[:2] if len(bins) > 1 else (1, bins[0]), np.nan)
+    for cell, (_, scalar) in db.archive.elites.items():
+        index = np.unravel_index(cell, bins)
+        at = (index[0], index[1]) if len(bins) > 1 else (0, index[0])
+        grid[at] = np.fmax(grid[at], scalar)
+    fig, ax = plt.subplots(figsize=(6, 5))
+    image = ax.imshow(grid.T if len(bins) > 1 else grid, origin="lower", aspect="auto", cmap="viridis")
+    fig.colorbar(image, ax=ax, label="best scalar in cell")
+    ax.set_xlabel(f"{features[0].name} {list(features[0].range)}")
+    ax.set_ylabel(f"{features[1].name} {list(features[1].range)}" if len(features) > 1 else "")
+    ax.set_title(f"archive: coverage {db.archive.coverage:.0%}")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def best_so_far(db, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    programs = db.evaluated()
+    iterations = [p.iteration for p in programs]
+    running = np.maximum.accumulate([p.scalar for p in programs]) if programs else []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.step(iterations, running, where="post")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("best scalar so far")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def export_lineage(db, path: Path) -> Path:
+    """The genealogy (parent -> child, source -> copy) as GraphML or node-link JSON."""
+    import networkx as nx
+
+    graph = db.genealogy()
+    for _, data in graph.nodes(data=True):
+        for key, value in list(data.items()):
+            if value is None:
+                data[key] = "" if key in ("origin", "failure") else float("nan")
+    if path.suffix == ".json":
+        path.write_text(json.dumps(nx.node_link_data(graph, edges="edges"), default=str))
+    else:
+        nx.write_graphml(graph, path)
+    return path
+
+
+def _plots(directory: Path) -> list[str]:
+    from evo.database import Database
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return ["plots skipped: matplotlib is missing (pip install 'vpo-evo[plots]')"]
+    with Database.open(directory) as db:
+        written = [heatmap(db, directory / "archive.png"), best_so_far(db, directory / "best_so_far.png")]
+    return [f"wrote {p}" for p in written if p is not None]
+
+
+@click.command(name="show")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
+@click.option("--plots", is_flag=True, help="write DIR/archive.png and DIR/best_so_far.png (needs matplotlib)")
+@click.option("--lineage", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="export the genealogy to FILE (.graphml or .json)")
+def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None) -> None:
+    """What the run in DIRECTORY found: best program, Pareto front, coverage."""
+    data = summary(directory)
+    notes = _plots(directory) if plots else []
+    if lineage is not None:
+        from evo.database import Database
+
+        with Database.open(directory) as db:
+            notes.append(f"wrote {export_lineage(db, lineage)}")
+    if as_json:
+        click.echo(json.dumps(data))
+        for note in notes:
+            click.echo(note, err=True)
+        return
+    best = data["best"]
+    click.echo(f"{directory}: {data['iterations']} iterations, {data['programs']} programs "
+               f"({data['failures']} failed), coverage {data['coverage']:.0%}, "
+               f"{data['unparseable']} unparseable, {data['duplicates']} duplicates")
+    if best is not None:
+        scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
+        click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{best['code'].rstrip()}")
+    click.echo(f"pareto front: {len(data['pareto'])} programs")
+    for entry in data["pareto"][:20]:
+        scores = ", ".join(f"{k}={v:.4g}" for k, v in entry["scores"].items())
+        click.echo(f"  #{entry['id']}: {entry['scalar']:.4g} ({scores})")
+    for note in notes:
+        click.echo(note)

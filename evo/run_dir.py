@@ -1,0 +1,153 @@
+"""A run directory: what `evo run` writes and what `evo run --resume` and `evo show` read.
+
+    DIR/run.json          the run's settings (spec path, overrides, policy, seed, loop options)
+    DIR/journal.sqlite    generated candidates and evaluations (evo/journal.py)
+    DIR/programs.sqlite   the program database
+    DIR/best.<ext>        the best program so far (rewritten at the end of a run)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from evo import spec as specs
+from evo.errors import UserError, WorkFailed
+from evo.journal import Journal
+from evo.loop import LoopConfig, Progress, run_loop
+
+RUN_FILE, JOURNAL_FILE, DATABASE_FILE = "run.json", "journal.sqlite", "programs.sqlite"
+LOOP_DEFAULTS = {"batch": 4, "depth": 2, "max_new_tokens": 1024, "temperature": 1.0, "top_p": 1.0}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    directory: Path
+    spec_path: Path
+    policy: str
+    seed: int = 0
+    executor: str = "process"
+    overrides: dict = field(default_factory=dict)
+    loop: dict = field(default_factory=lambda: dict(LOOP_DEFAULTS))
+
+    def save(self) -> None:
+        data = {**asdict(self), "directory": None, "spec_path": str(self.spec_path)}
+        (self.directory / RUN_FILE).write_text(json.dumps(data, indent=2) + "\n")
+
+    @classmethod
+    def read(cls, directory: Path) -> "RunConfig":
+        try:
+            data = json.loads((directory / RUN_FILE).read_text())
+        except FileNotFoundError:
+            raise UserError(f"{directory}: not a run directory (no {RUN_FILE}); start one with evo run SPEC --out DIR") from None
+        except (OSError, json.JSONDecodeError) as error:
+            raise UserError(f"{directory / RUN_FILE}: unreadable: {error}") from None
+        return cls(**{**data, "directory": directory, "spec_path": Path(data["spec_path"])})
+
+    def spec(self) -> specs.Spec:
+        spec = specs.load(self.spec_path)
+        return spec.override(self.overrides) if self.overrides else spec
+
+
+def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
+    spec = specs.load(spec_path)
+    return spec.override(overrides) if overrides else spec
+
+
+def new_config(spec_path: Path, policy: str, seed: int, out: Path | None, overrides: dict,
+               loop: dict, executor: str) -> RunConfig:
+    spec = check_spec(spec_path, overrides)
+    directory = Path(out) if out is not None else Path("runs") / spec.problem.name
+    if (directory / RUN_FILE).exists():
+        raise UserError(f"{directory} already holds a run; continue it with evo run --resume {directory} or pick another --out")
+    directory.mkdir(parents=True, exist_ok=True)
+    config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), {**LOOP_DEFAULTS, **loop})
+    config.save()
+    return config
+
+
+def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | None) -> RunConfig:
+    """The stored settings, with new overrides on top (e.g. a larger --iterations)."""
+    config = RunConfig.read(Path(directory))
+    config = replace(config, overrides={**config.overrides, **overrides}, loop={**config.loop, **loop},
+                     executor=executor or config.executor)
+    config.spec()  # validate before saving
+    config.save()
+    return config
+
+
+def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
+    return LoopConfig(
+        iterations=spec.search.iterations, seed=config.seed, samples=spec.search.samples_per_prompt,
+        batch=config.loop["batch"], depth=config.loop["depth"], style=spec.prompt.style,
+        system=spec.prompt.system, objectives=spec.problem.objectives,
+        max_new_tokens=config.loop["max_new_tokens"], temperature=config.loop["temperature"],
+        top_p=config.loop["top_p"], target=spec.search.target,
+    )
+
+
+def make_evaluator(spec: specs.Spec, executor: str):
+    if executor == "ray":
+        from evo.ray_executor import RayEvaluator
+
+        return RayEvaluator(spec)
+    from evo.sandbox.pool import Sandbox
+
+    return Sandbox.from_spec(spec)
+
+
+def execute(config: RunConfig, policy, progress: bool = True) -> str:
+    """Run (or continue) the loop to the budget or the target; return a one-line summary."""
+    from evo import archive as archives
+
+    spec = config.spec()
+    journal = Journal(config.directory / JOURNAL_FILE)
+    archive = archives.open_archive(spec, config.directory / DATABASE_FILE, config.seed, config.policy)
+    evaluator = make_evaluator(spec, config.executor)
+    try:
+        archives.seed_initial(spec, archive, evaluator)
+        bar = _ProgressBar(spec.search.iterations, journal.committed(), enabled=progress)
+        try:
+            result = run_loop(loop_config(spec, config), policy, evaluator, archive, journal, bar.update)
+        finally:
+            bar.close()
+        archives.write_best(spec, archive, config.directory)
+        return _summary(result, config.directory)
+    finally:
+        evaluator.close()
+        archive.close()
+        journal.close()
+
+
+def _summary(result: Progress, directory: Path) -> str:
+    best = "none" if result.best is None else f"{result.best:.6g}"
+    reached = " (target reached)" if result.reached_target else ""
+    return (f"{directory}: {result.iteration} iterations, best {best}{reached}, "
+            f"{result.evaluations} evaluated, {result.failures} failed, "
+            f"{result.parse_errors} unparseable, {result.duplicates} duplicates")
+
+
+class _ProgressBar:
+    def __init__(self, total: int, initial: int, enabled: bool) -> None:
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, initial=initial, unit="it", disable=not enabled, dynamic_ncols=True)
+        self._last = time.monotonic()
+
+    def update(self, progress: Progress) -> None:
+        self._bar.n = progress.iteration
+        now = time.monotonic()
+        if now - self._last > 0.2 or progress.iteration >= (self._bar.total or 0):
+            best = "-" if progress.best is None else f"{progress.best:.4g}"
+            self._bar.set_postfix_str(
+                f"best={best} cov={progress.coverage:.0%} evals/s={progress.evals_per_s:.1f} "
+                f"fail={progress.failures}", refresh=True)
+            self._last = now
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+__all__ = ["RunConfig", "WorkFailed", "execute", "new_config", "resume_config"]

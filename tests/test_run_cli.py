@@ -1,0 +1,205 @@
+"""`evo run` / `evo run --resume` / `evo show` through the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SPEC = """
+[problem]
+name = "toy"
+program = "initial.py"
+scorer = "score.py:evaluate"
+objectives = ["fa", "fb"]
+
+[sandbox]
+isolation = "process"
+workers = 2
+timeout = 10.0
+
+[features.length]
+source = "code_length"
+range = [0, 200]
+bins = 4
+
+[search]
+islands = 2
+migration_interval = 10
+selection = "lexicase"
+parents = 1
+inspirations = 1
+samples_per_prompt = 2
+iterations = 40
+
+[prompt]
+style = "full"
+"""
+PROGRAM = "# EVOLVE-BLOCK-START\nA = 1.0\nB = 2.0\nC = A * B + 1.0\n# EVOLVE-BLOCK-END\n"
+SCORER = """
+import time
+
+def evaluate(path):
+    ns = {}
+    exec(open(path).read(), ns)
+    time.sleep(DELAY)
+    a, b = float(ns["A"]), float(ns["B"])
+    return {"fa": 1.0 / (1.0 + abs(a - 3.0)), "fb": 1.0 / (1.0 + abs(b + 1.0))}
+"""
+
+
+SCRIPT = shutil.which("evo", path=str(Path(sys.executable).parent)) or shutil.which("evo")
+
+
+def evo(*args: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The installed `evo` console script."""
+    assert SCRIPT, "the evo console script is not installed (pip install -e .)"
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+@pytest.fixture
+def problem(tmp_path: Path) -> Path:
+    (tmp_path / "initial.py").write_text(PROGRAM)
+    (tmp_path / "score.py").write_text("DELAY = 0.0\n" + SCORER)
+    (tmp_path / "problem.toml").write_text(SPEC)
+    return tmp_path / "problem.toml"
+
+
+def show(directory: Path) -> dict:
+    result = evo("show", str(directory), "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_run_then_show(problem, tmp_path):
+    out = tmp_path / "run"
+    result = evo("run", str(problem), "--policy", "mutate:", "--iterations", "12", "--seed", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "12 iterations" in result.stdout
+    assert "best=" in result.stderr and "evals/s=" in result.stderr and "fail=" in result.stderr  # the progress bar
+    data = show(out)
+    assert data["iterations"] == 12
+    assert data["programs"] + data["duplicates"] + data["unparseable"] == 12 * 2 + 1  # + the initial program
+    assert set(data["best"]["scores"]) == {"fa", "fb"} and "A =" in data["best"]["code"]
+    assert data["pareto"] and 0 < data["coverage"] <= 1
+    assert (out / "best.py").read_text() == data["best"]["code"]
+    text = evo("show", str(out), "--plots", "--lineage", str(tmp_path / "lineage.graphml"))
+    assert text.returncode == 0, text.stderr
+    assert (out / "archive.png").stat().st_size > 1000 and (out / "best_so_far.png").stat().st_size > 1000
+    import networkx as nx
+
+    graph = nx.read_graphml(tmp_path / "lineage.graphml")
+    assert graph.number_of_nodes() >= data["programs"] and graph.number_of_edges() > 0
+
+
+def test_spec_flags_override_the_spec(problem, tmp_path):
+    out = tmp_path / "run"
+    result = evo("run", str(problem), "--policy", "mutate:", "--iterations", "3", "--islands", "3",
+                 "--set", "features.length.bins=5", "--style", "diff", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["overrides"] == {"search.iterations": 3, "search.islands": 3, "prompt.style": "diff",
+                                     "features.length.bins": 5}
+    config = json.loads(sqlite3.connect(out / "programs.sqlite").execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
+    assert config["islands"] == 3 and config["features"][0]["bins"] == 5
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["run", "missing.toml", "--policy", "mutate:"], 2, "no such spec file"),
+        (["run", "{spec}", "--policy", "nope:"], 2, "unknown policy"),
+        (["run", "{spec}"], 2, "needs SPEC and --policy"),
+        (["run", "--resume", "{tmp}/nothing"], 2, "not a run directory"),
+        (["run", "{spec}", "--policy", "mutate:", "--islands", "0"], 2, "islands"),
+        (["show", "{tmp}/nothing"], 2, "no run here"),
+    ],
+)
+def test_user_errors_are_one_line(problem, tmp_path, args, code, message):
+    args = [a.format(spec=problem, tmp=tmp_path) for a in args]
+    result = evo(*args, cwd=tmp_path)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert not (tmp_path / "runs").exists()  # nothing was created
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_failing_initial_program_is_exit_1(problem, tmp_path):
+    (tmp_path / "initial.py").write_text("# EVOLVE-BLOCK-START\nA = 1 / 0\n# EVOLVE-BLOCK-END\n")
+    result = evo("run", str(problem), "--policy", "mutate:", "--out", str(tmp_path / "run"))
+    assert result.returncode == 1 and "initial program" in result.stderr and "ZeroDivisionError" in result.stderr
+
+
+def test_existing_run_dir_is_not_overwritten(problem, tmp_path):
+    out = tmp_path / "run"
+    assert evo("run", str(problem), "--policy", "mutate:", "--iterations", "2", "--out", str(out), "--quiet").returncode == 0
+    again = evo("run", str(problem), "--policy", "mutate:", "--out", str(out))
+    assert again.returncode == 2 and "--resume" in again.stderr
+
+
+def journal_rows(directory: Path) -> tuple[list, list]:
+    db = sqlite3.connect(directory / "journal.sqlite")
+    candidates = db.execute("SELECT iteration, slot, hash, status FROM candidates ORDER BY iteration, slot").fetchall()
+    evaluations = db.execute("SELECT iteration, slot, scores, failure_kind FROM evaluations ORDER BY iteration, slot").fetchall()
+    db.close()
+    return candidates, evaluations
+
+
+def programs(directory: Path) -> list:
+    db = sqlite3.connect(directory / "programs.sqlite")
+    rows = db.execute("SELECT id, code, island, iteration, scores, origin, removed FROM programs ORDER BY id").fetchall()
+    db.close()
+    return rows
+
+
+def committed(directory: Path) -> int:
+    try:
+        db = sqlite3.connect(f"file:{directory / 'programs.sqlite'}?mode=ro", uri=True, timeout=1)
+        row = db.execute("SELECT value FROM meta WHERE key = 'iteration'").fetchone()
+        db.close()
+        return int(row[0]) if row else 0
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path):
+    (tmp_path / "score.py").write_text("DELAY = 0.004\n" + SCORER)
+    budget = ["--iterations", "60", "--seed", "5", "--policy", "mutate:", "--quiet"]
+    reference = tmp_path / "reference"
+    assert evo("run", str(problem), *budget, "--out", str(reference)).returncode == 0
+
+    out = tmp_path / "killed"
+    process = subprocess.Popen([SCRIPT, "run", str(problem), *budget, "--out", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while committed(out) < 20 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)  # the run and its sandbox workers, mid-flight
+    process.wait()
+    assert 20 <= committed(out) < 60, "the run was not killed mid-way"
+    before_programs = programs(out)
+    before_candidates, before_evaluations = journal_rows(out)
+    killed_at = committed(out)
+
+    resumed = evo("run", "--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    after_programs = programs(out)
+    after_candidates, after_evaluations = journal_rows(out)
+    assert after_programs[: len(before_programs)] == before_programs  # nothing stored was lost or changed
+    assert set(before_evaluations) <= set(after_evaluations)  # nothing evaluated was lost
+    assert set(before_candidates) <= set(after_candidates)
+    data = show(out)
+    assert data["iterations"] == 60 > killed_at  # the count continued
+    # and the resumed run is the run that was never killed
+    assert programs(out) == programs(reference)
+    assert journal_rows(out) == journal_rows(reference)
+    assert show(out)["best"] == show(reference)["best"]
