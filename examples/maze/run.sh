@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The maze GRPO-vs-VPO experiment: RL from one warm-up checkpoint, same steps and G, a few
+# seeds per algorithm, then evaluation on held-out mazes with matched candidate pools
+# (GRPO 30 samples vs VPO 10 rollouts x 3 answers) and the table with paired bootstrap CIs.
+#
+#   WARMUP=evo/checkpoints/maze-warmup STEPS=150 SEEDS="0 1 2" bash examples/maze/run.sh
+#
+# Training runs go to $RUNS (default /tmp/maze-runs), two lanes in parallel (GRPO, VPO),
+# one torch thread each; results (eval JSON, table .md/.json, commands) to $RESULTS.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+WARMUP=${WARMUP:-evo/checkpoints/maze-warmup}
+STEPS=${STEPS:-150}
+SEEDS=${SEEDS:-"0 1 2"}
+PROMPTS=${PROMPTS:-8}
+GROUP=${GROUP:-8}
+LR=${LR:-3e-4}
+MAZES=${MAZES:-200}
+ALGOS=${ALGOS:-"grpo vpo"}
+RUNS=${RUNS:-/tmp/maze-runs}
+RESULTS=${RESULTS:-examples/maze/results}
+mkdir -p "$RUNS" "$RESULTS"
+COMMANDS="$RESULTS/commands.txt"
+: > "$COMMANDS"
+
+train() {  # algo seed
+  local algo=$1 seed=$2 m=1
+  case $algo in vpo|multi_rlvr) m=3 ;; esac
+  local cmd="python -m evo train --task maze --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((36 * m + 4)) --lr $LR --seed $seed --save-every 25 --no-progress"
+  echo "$cmd" >> "$COMMANDS"
+  if [ -f "$RUNS/$algo-s$seed/trainer_state.pt" ]; then
+    python -m evo train --out "$RUNS/$algo-s$seed" --resume --steps "$STEPS" --no-progress >> "$RUNS/$algo-s$seed.log" 2>&1
+  else
+    $cmd >> "$RUNS/$algo-s$seed.log" 2>&1
+  fi
+}
+
+lane() {  # algo: all seeds in sequence
+  for seed in $SEEDS; do train "$1" "$seed"; done
+}
+
+for algo in $ALGOS; do lane "$algo" & done
+wait
+
+models=(--model "warmup-single=$WARMUP:single" --model "warmup-set=$WARMUP:set")
+for algo in $ALGOS; do
+  mode=single
+  case $algo in vpo|multi_rlvr) mode=set ;; esac
+  for seed in $SEEDS; do models+=(--model "$algo-s$seed=$RUNS/$algo-s$seed:$mode"); done
+done
+echo "python examples/maze/evaluate.py ${models[*]} --mazes $MAZES --out $RESULTS/eval.json" >> "$COMMANDS"
+python examples/maze/evaluate.py "${models[@]}" --mazes "$MAZES" --out "$RESULTS/eval.json"
+echo "python examples/maze/table.py $RESULTS/eval.json --commands $COMMANDS --out $RESULTS/table" >> "$COMMANDS"
+python examples/maze/table.py "$RESULTS/eval.json" --commands "$COMMANDS" --out "$RESULTS/table"

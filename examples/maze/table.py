@@ -1,0 +1,90 @@
+"""Turn evaluate.py's JSON into the committed table: per-algorithm means over seeds, and
+paired bootstrap intervals of (algorithm - GRPO) across held-out mazes.
+
+    python examples/maze/table.py examples/maze/results/eval.json --commands examples/maze/results/commands.txt \
+        --out examples/maze/results/table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from evo import metrics  # noqa: E402
+
+COLUMNS = ("best_at_1", "best_at_5", "best_at_10", "best_at_30", "diversity", "pareto_fraction", "valid")
+
+
+def grouped(models: dict) -> dict[str, list[dict]]:
+    """Models named ALGO-sSEED are grouped by ALGO; any other name is its own group."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for name, result in models.items():
+        algo, _, seed = name.rpartition("-s")
+        groups[algo if algo and seed.isdigit() else name].append(result)
+    return dict(groups)
+
+
+def per_maze(results: list[dict], column: str) -> np.ndarray:
+    """The column per maze, averaged over the group's seeds."""
+    return np.mean([r["per_maze"][column] for r in results], axis=0)
+
+
+def build(models: dict, baseline: str) -> dict:
+    groups = grouped(models)
+    rows = {}
+    for algo, results in groups.items():
+        row = {"seeds": len(results), "mode": results[0]["mode"]}
+        for column in COLUMNS:
+            seed_means = [float(np.mean(r["per_maze"][column])) for r in results]
+            row[column] = float(np.mean(seed_means))
+            row[f"{column}_seed_range"] = [min(seed_means), max(seed_means)]
+        if baseline in groups and algo != baseline:
+            for column in ("best_at_1", "best_at_30", "diversity"):
+                test = metrics.paired_test(per_maze(results, column), per_maze(groups[baseline], column), resamples=5000)
+                row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value}
+        rows[algo] = row
+    return rows
+
+
+def markdown(rows: dict, baseline: str, mazes: int) -> str:
+    head = "| model | seeds | best@1 | best@5 | best@10 | best@30 | diversity (L1) | Pareto frac. | valid |"
+    lines = [head, "|" + "---|" * 9]
+    for algo, r in rows.items():
+        lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in COLUMNS) + " |")
+    lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p):", ""]
+    for algo, r in rows.items():
+        for column in ("best_at_1", "best_at_30", "diversity"):
+            d = r.get(f"{column}_minus_{baseline}")
+            if d:
+                lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("evaluations", nargs="+")
+    parser.add_argument("--baseline", default="grpo")
+    parser.add_argument("--commands", help="a text file with the exact commands, copied into the JSON")
+    parser.add_argument("--out", required=True, help="path prefix for .md and .json")
+    args = parser.parse_args()
+    models, settings = {}, {}
+    for path in args.evaluations:
+        data = json.loads(Path(path).read_text())
+        models.update(data["models"])
+        settings = data["settings"]
+    rows = build(models, args.baseline)
+    commands = Path(args.commands).read_text().splitlines() if args.commands else []
+    Path(args.out + ".json").write_text(json.dumps({"settings": settings, "rows": rows, "commands": commands}, indent=1) + "\n")
+    Path(args.out + ".md").write_text(markdown(rows, args.baseline, settings.get("mazes", 0)))
+    print(Path(args.out + ".md").read_text())
+
+
+if __name__ == "__main__":
+    main()
