@@ -106,3 +106,14 @@ def test_kl_epochs_and_accumulation_run_and_log(init_dir, tmp_path):
     assert records[1]["kl"] > 0  # the policy moved away from the frozen reference
     assert {"reward/letters", "reward/digits", "scalar", "diversity", "entropy", "clip_fraction", "tokens_per_s"} <= set(records[0])
     assert (tmp_path / "o" / "model.safetensors").exists() and (tmp_path / "o" / "tokenizer.json").exists()
+
+
+def test_grpo_learns_the_scalar_it_is_given(init_dir, tmp_path):
+    class Digits(CharMix):
+        weights = np.array([0.0, 1.0])  # only digits count
+
+    records = run(config(init_dir, tmp_path / "o", steps=30, prompts=4, group=8, lr=3e-3, save_every=100),
+                  task=Digits(), progress=False)
+    first = np.mean([r["scalar"] for r in records[:3]])
+    last = np.mean([r["scalar"] for r in records[-3:]])
+    assert first < 0.5 and last > first + 0.3
