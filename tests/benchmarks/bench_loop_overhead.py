@@ -1,0 +1,244 @@
+"""Loop overhead: iterations/s with an instant policy and a trivial scorer, vs OpenEvolve.
+
+    python tests/benchmarks/bench_loop_overhead.py [--quick]
+
+Both systems talk to the same local OpenAI-compatible server, which answers every request
+at once (each HTTP response in ONE write, so no Nagle / delayed-ACK stall) with a new
+program (a fresh constant), and both evaluate the same scorer file in worker processes.
+One iteration = one policy call with one sample = one child program, in both.
+
+1. Population 1,000 and 10,000: the database is pre-filled with that many programs (ours:
+   `Database.add_many`, island caps = population / islands; OpenEvolve: `database.add`,
+   `population_size` = population), then K iterations are timed end to end.
+2. Flatness (ours only): the steady-state cost per iteration with 1,000 and 100,000
+   programs in the database, islands capped at the default 1,000 members.
+`openevolve` is a benchmark-only dependency (`pip install openevolve`). The last line is
+one JSON object.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import itertools  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import socket  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from dataclasses import replace  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ISLANDS = 2
+WORKERS = 2
+PROGRAM = "# EVOLVE-BLOCK-START\nX = {x}\n# EVOLVE-BLOCK-END\n"
+SCORER = '''
+def evaluate(path):
+    ns = {}
+    exec(open(path).read(), ns)
+    value = (int(ns["X"]) * 2654435761 % 1000) / 1000.0
+    return {"score": value, "combined_score": value}
+'''
+SPEC = """
+[problem]
+name = "overhead"
+program = "initial.py"
+scorer = "score.py:evaluate"
+objectives = ["score"]
+[sandbox]
+isolation = "process"
+workers = %d
+timeout = 10.0
+[features.length]
+source = "code_length"
+range = [0, 100]
+bins = 10
+[search]
+islands = %d
+selection = "lexicase"
+parents = 1
+inspirations = 2
+samples_per_prompt = 1
+[prompt]
+style = "full"
+""" % (WORKERS, ISLANDS)
+
+
+# -- the instant OpenAI-compatible server ---------------------------------------------------
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    counter = itertools.count(10**6)
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _reply(self, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                "Connection: keep-alive\r\n\r\n").encode()
+        self.wfile.write(head + body)  # one write: no Nagle / delayed-ACK stall
+        self.wfile.flush()
+
+    def do_GET(self) -> None:
+        self._reply({"object": "list", "data": [{"id": "instant", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        n = int(request.get("n", 1))
+        texts = [f"```python\n{PROGRAM.format(x=next(self.counter))}```" for _ in range(n)]
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        if self.path.endswith("/chat/completions"):
+            choices = [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+                       for i, t in enumerate(texts)]
+            kind = "chat.completion"
+        else:
+            choices = [{"index": i, "text": t, "finish_reason": "stop"} for i, t in enumerate(texts)]
+            kind = "text_completion"
+        self._reply({"id": "x", "object": kind, "created": 0, "model": "instant", "choices": choices, "usage": usage})
+
+
+class InstantServer:
+    def __init__(self) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.daemon_threads = True
+        self.server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def problem_dir() -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="bench-loop-"))
+    (directory / "initial.py").write_text(PROGRAM.format(x=1))
+    (directory / "score.py").write_text(SCORER)
+    (directory / "problem.toml").write_text(SPEC)
+    return directory
+
+
+def value(x: int) -> float:
+    return (x * 2654435761 % 1000) / 1000.0
+
+
+# -- ours ------------------------------------------------------------------------------------
+
+def ours(server: InstantServer, population: int, iterations: int, cap: int | None = None) -> dict:
+    """`cap`: members per island (default population / islands, like OpenEvolve's population_size)."""
+    from evo import spec as specs
+    from evo.archive import DatabaseArchive, database_config
+    from evo.database import Candidate, Database
+    from evo.journal import Journal
+    from evo.loop import LoopConfig, run_loop
+    from evo.policies import load
+    from evo.sandbox.pool import Sandbox
+    from evo.scores import Evaluation
+
+    directory = problem_dir()
+    spec = specs.load(directory / "problem.toml")
+    config = replace(database_config(spec, seed=0), population_cap=cap or max(1, population // ISLANDS))
+    with Database.open(directory / "programs.sqlite", config) as db:
+        for start in range(0, population, 5000):
+            db.add_many([Candidate(PROGRAM.format(x=x), Evaluation(np.array([value(x)])), x % ISLANDS)
+                         for x in range(start + 2, min(start + 5000, population) + 2)])
+    archive = DatabaseArchive(Database.open(directory / "programs.sqlite", config))
+    stamps: list[float] = []
+    started = time.perf_counter()  # like OpenEvolve's run(): worker start-up is timed
+    with Sandbox.from_spec(spec) as sandbox:
+        policy = load(f"openai:{server.url}#instant")
+        loop = LoopConfig(iterations=iterations, seed=0, samples=1, batch=4, depth=2, style="full",
+                          objectives=("score",), max_new_tokens=64)
+        run_loop(loop, policy, sandbox, archive, Journal(directory / "journal.sqlite"),
+                 lambda progress: stamps.append(time.perf_counter()))
+        wall = time.perf_counter() - started
+    archive.close()
+    warm = len(stamps) // 5
+    steady = (stamps[-1] - stamps[warm]) / (len(stamps) - 1 - warm)
+    return {"iters_per_s": iterations / wall, "steady_ms": 1000 * steady}
+
+
+# -- OpenEvolve ------------------------------------------------------------------------------
+
+def openevolve(server: InstantServer, population: int, iterations: int) -> dict:
+    from openevolve import OpenEvolve
+    from openevolve.config import Config
+    from openevolve.database import Program
+
+    directory = problem_dir()
+    config = Config.from_dict({
+        "max_iterations": iterations, "checkpoint_interval": 10**9, "log_level": "ERROR", "random_seed": 0,
+        "diff_based_evolution": False, "max_code_length": 100000,
+        "llm": {"api_base": server.url, "models": [{"name": "instant", "weight": 1.0}], "api_key": "none",
+                "timeout": 60, "retries": 0},
+        "database": {"population_size": population, "num_islands": ISLANDS, "archive_size": 100},
+        "evaluator": {"parallel_evaluations": WORKERS, "cascade_evaluation": False, "enable_artifacts": False,
+                      "use_llm_feedback": False, "timeout": 60},
+    })
+    controller = OpenEvolve(str(directory / "initial.py"), str(directory / "score.py"), config,
+                            output_dir=str(directory / "out"))
+    for x in range(2, population + 2):
+        score = value(x)
+        program = Program(id=str(uuid.uuid4()), code=PROGRAM.format(x=x), metrics={"score": score, "combined_score": score})
+        controller.database.add(program, iteration=0, target_island=x % ISLANDS)
+    started = time.perf_counter()
+    asyncio.run(controller.run(iterations=iterations))
+    wall = time.perf_counter() - started
+    return {"iters_per_s": iterations / wall}
+
+
+def median_of(runs: list[dict], key: str) -> tuple[float, float, float]:
+    values = [r[key] for r in runs]
+    return statistics.median(values), min(values), max(values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int, default=None)
+    args = parser.parse_args()
+    repeats = args.repeats or (1 if args.quick else 3)
+    ours_iterations, theirs_iterations = (200, 60) if args.quick else (600, 150)
+    logging.disable(logging.CRITICAL)
+    server = InstantServer()
+    result: dict = {"name": "loop_overhead", "repeats": repeats}
+    try:
+        for population in (1000, 10000):
+            mine = [ours(server, population, ours_iterations) for _ in range(repeats)]
+            theirs = [openevolve(server, population, theirs_iterations) for _ in range(repeats)]
+            m, t = median_of(mine, "iters_per_s"), median_of(theirs, "iters_per_s")
+            tag = f"{population // 1000}k"
+            print(f"population {population}: ours {m[0]:.1f} it/s [{m[1]:.1f}, {m[2]:.1f}], "
+                  f"OpenEvolve {t[0]:.1f} it/s [{t[1]:.1f}, {t[2]:.1f}], ratio {m[0] / t[0]:.1f}x", flush=True)
+            result.update({f"ours_iters_per_s_{tag}": m[0], f"baseline_iters_per_s_{tag}": t[0],
+                           f"ratio_{tag}": m[0] / t[0], f"ours_steady_ms_{tag}": median_of(mine, "steady_ms")[0]})
+        big = 20000 if args.quick else 100000
+        small = median_of([ours(server, 1000, ours_iterations, cap=1000) for _ in range(repeats)], "steady_ms")
+        large = median_of([ours(server, big, ours_iterations, cap=1000) for _ in range(repeats)], "steady_ms")
+        print(f"database of {big} programs: {large[0]:.2f} ms/iteration [{large[1]:.2f}, {large[2]:.2f}] "
+              f"vs {small[0]:.2f} [{small[1]:.2f}, {small[2]:.2f}] with 1,000 (islands capped at 1,000)", flush=True)
+        result.update({"ours_steady_ms_db_1k": small[0], f"ours_steady_ms_db_{big // 1000}k": large[0],
+                       "flatness": large[0] / small[0], "ratio": result["ratio_1k"]})
+    finally:
+        server.close()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
