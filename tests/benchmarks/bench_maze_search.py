@@ -1,0 +1,174 @@
+"""Maze search: how often evolution reaches the oracle optimum within 200 policy samples.
+
+    python tests/benchmarks/bench_maze_search.py [--quick] [--mazes N] [--checkpoint local:maze-warmup]
+
+Held-out (test split) mazes whose initial route (the task's demonstration) is below the
+oracle's best scalar ("hard" mazes). For each, `evo`'s loop runs with the maze's problem
+spec (`continue` prompts) until the best program reaches the oracle optimum or 200 policy
+samples are spent (50 iterations x 4 samples). Policies:
+- ours: the shipped tiny checkpoint (`local:maze-warmup`);
+- baseline: random routes continuing the prompt's prefix (a random walk over open cells,
+  the `mutate:` idea for route text: no model).
+Evaluation runs the maze scorer in this process (it is pure and trusted). The last line is
+one JSON object: the solved fractions and the ratio.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from concurrent.futures import Future  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+SAMPLES, CALLS = 4, 200
+
+
+class InProcessEvaluator:
+    """Runs a trusted pure scorer in this process; `submit` returns a finished future."""
+
+    def __init__(self, scorer, objectives) -> None:
+        self.scorer, self.objectives = scorer, objectives
+        self.directory = Path(tempfile.mkdtemp(prefix="bench-maze-"))
+
+    def submit(self, code: str) -> Future:
+        from evo.scores import BadOutput, Evaluation, to_vector
+
+        future: Future = Future()
+        path = self.directory / "candidate.txt"
+        path.write_text(code)
+        try:
+            scores, extras = to_vector(self.scorer(str(path)), self.objectives)
+            future.set_result(Evaluation(scores, extras=extras))
+        except BadOutput as error:
+            future.set_result(Evaluation.failed("bad_output", str(error)))
+        except Exception as error:  # the candidate's fault, as in the sandbox
+            future.set_result(Evaluation.failed("exception", f"{type(error).__name__}: {error}"))
+        return future
+
+
+class RandomRoutes:
+    """Continue the route prefix at the end of a `continue` prompt with a random walk."""
+
+    def __init__(self, maze) -> None:
+        self.maze = maze
+
+    def generate(self, prompts, *, n=1, seed=None, **options):
+        from evo.policies.base import Completion
+
+        rng = np.random.default_rng(seed)
+        return [[Completion(self._walk(prompt, rng)) for _ in range(n)] for prompt in prompts]
+
+    def _walk(self, prompt: str, rng: np.random.Generator) -> str:
+        from tasks.maze.formats import ROW_LABELS, cell_name
+
+        tail = prompt.rsplit("\n", 1)[-1]
+        cells = [(ROW_LABELS.index(r), int(c)) for r, c in re.findall(r"([a-j])([0-9])", tail)]
+        dangling = tail[-1] if tail and tail[-1] in ROW_LABELS else None
+        cell = cells[-1] if cells else self.maze.start
+        text = ""
+        options = [n for n in self.maze.neighbours(cell) if dangling is None or ROW_LABELS[n[0]] == dangling]
+        if dangling is not None:
+            if not options:
+                return "\n"
+            cell = options[int(rng.integers(len(options)))]
+            text = cell_name(cell)[1:]
+        for _ in range(self.maze.budget - len(cells)):
+            if cell == self.maze.exit:
+                break
+            steps = self.maze.neighbours(cell)
+            cell = steps[int(rng.integers(len(steps)))]
+            text += cell_name(cell)
+        return text + "\n"
+
+
+def hard_mazes(task, count: int, directory: Path) -> list[tuple]:
+    from evo import spec as specs
+    from tasks.maze.oracle import solve
+
+    found = []
+    for instance in task.instances("test", count * 20, seed=11):
+        oracle = solve(instance.data)
+        spec_path = task.problem_spec(instance, directory / f"maze{instance.index}")
+        spec = specs.load(spec_path)
+        evaluator = InProcessEvaluator(_scorer(spec), spec.problem.objectives)
+        initial = evaluator.submit(spec.problem.program.read_text()).result()
+        if initial.ok and float(np.mean(initial.scores)) < oracle.best_scalar - 1e-9:
+            found.append((instance, spec, oracle.best_scalar))
+        if len(found) == count:
+            break
+    return found
+
+
+def _scorer(spec):
+    from evo.sandbox.loader import load_scorer
+
+    return load_scorer(spec.problem.scorer, str(spec.path.parent))
+
+
+def search(spec, policy, best_possible: float, seed: int, directory: Path) -> bool:
+    from evo.archive import open_archive, seed_initial
+    from evo.journal import Journal
+    from evo.loop import LoopConfig, run_loop
+
+    evaluator = InProcessEvaluator(_scorer(spec), spec.problem.objectives)
+    archive = open_archive(spec, directory / "programs.sqlite", seed)
+    seed_initial(spec, archive, evaluator)
+    config = LoopConfig(iterations=CALLS // SAMPLES, seed=seed, samples=SAMPLES, batch=4, depth=1,
+                        style="continue", objectives=spec.problem.objectives, max_new_tokens=64,
+                        temperature=1.0, target=best_possible - 1e-9)
+    progress = run_loop(config, policy, evaluator, archive, Journal(directory / "journal.sqlite"))
+    archive.close()
+    return progress.reached_target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--mazes", type=int, default=None)
+    parser.add_argument("--checkpoint", default="local:maze-warmup")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    import tasks
+    from evo.policies import load
+
+    count = args.mazes or (5 if args.quick else 30)
+    root = Path(tempfile.mkdtemp(prefix="bench-maze-"))
+    task = tasks.get("maze")
+    mazes = hard_mazes(task, count, root)
+    try:
+        model = load(args.checkpoint)
+    except Exception as error:  # no shipped checkpoint yet: report the baseline alone
+        print(f"checkpoint {args.checkpoint} unavailable ({error}); measuring the baseline only")
+        model = None
+    solved = {"ours": [], "baseline": []}
+    started = time.perf_counter()
+    for index, (instance, spec, best) in enumerate(mazes):
+        solved["baseline"].append(search(spec, RandomRoutes(instance.data), best, index, root / f"b{index}"))
+        if model is not None:
+            solved["ours"].append(search(spec, model, best, index, root / f"o{index}"))
+        print(f"maze {instance.index}: best {best:.3f} baseline {solved['baseline'][-1]} "
+              f"ours {solved['ours'][-1] if model is not None else '-'}", flush=True)
+    ours = float(np.mean(solved["ours"])) if solved["ours"] else None
+    baseline = float(np.mean(solved["baseline"])) if solved["baseline"] else None
+    print(json.dumps({
+        "name": "maze_search", "mazes": len(mazes), "policy_samples": CALLS,
+        "ours_solved_fraction": ours, "baseline_solved_fraction": baseline,
+        "ratio": None if not ours or not baseline else ours / baseline,
+        "seconds": time.perf_counter() - started,
+    }))
+
+
+if __name__ == "__main__":
+    main()
