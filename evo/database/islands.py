@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import networkx as nx
@@ -44,6 +45,7 @@ class Island:
         self.hashes: dict[str, int] = {}  # norm_hash -> id
         self.cells: dict[int, int] = {}  # id -> cell
         self.archive = Archive(grid)
+        self.worst: list[tuple[float, int]] = []  # heap of (scalar, id); stale ids are skipped
         self.version = 0
         self._prepared: tuple[int, Population, np.ndarray] | None = None
 
@@ -52,6 +54,7 @@ class Island:
         self.hashes[program.norm_hash] = program.id
         self.cells[program.id] = cell
         self.archive.add(program.id, cell, program.scalar)
+        heapq.heappush(self.worst, (program.scalar, program.id))
         self.version += 1
 
     def remove(self, ids: Sequence[int]) -> None:
@@ -67,6 +70,7 @@ class Island:
         self.hashes.clear()
         self.cells.clear()
         self.archive.clear()
+        self.worst.clear()
         self.version += 1
         return ids
 
@@ -94,14 +98,23 @@ def eviction_plan(island: Island, cap: int) -> list[int]:
     """Ids to remove so the island holds at most `cap` members, worst scalar (then oldest) first.
 
     A cell's elite is never evicted, so an island may stay above the cap when every member left
-    is an elite.
+    is an elite. The planned ids leave the island's heap: remove them from the island next.
     """
     excess = len(island.members) - cap
     if cap <= 0 or excess <= 0:
         return []
     elites = island.archive.elite_ids()
-    candidates = sorted((p for p in island.members.values() if p.id not in elites), key=lambda p: (p.scalar, p.id))
-    return [p.id for p in candidates[:excess]]
+    victims: list[int] = []
+    spared: list[tuple[float, int]] = []
+    while len(victims) < excess and island.worst:
+        scalar, program_id = heapq.heappop(island.worst)
+        if program_id in elites:
+            spared.append((scalar, program_id))
+        elif program_id in island.members:  # else: already gone, a stale entry
+            victims.append(program_id)
+    for item in spared:
+        heapq.heappush(island.worst, item)
+    return victims
 
 
 def migration_plan(islands: Sequence[Island], graph: nx.Graph, size: int) -> list[tuple[Program, int]]:

@@ -115,8 +115,10 @@ def _levels(pop: Population, case: int, most: int = 64) -> tuple[np.ndarray, np.
 
 def _dynamic_keep(pop: Population) -> Keep:
     def keep(values: np.ndarray, case: int, pool: np.ndarray | None) -> np.ndarray:
-        counts = pop.counts if pool is None else pop.counts[pool]
         levels = _levels(pop, case)
+        if levels is not None and len(levels[0]) <= 2:  # two values: MAD < their gap, so exact
+            return values == values.max()
+        counts = pop.counts if pool is None else pop.counts[pool]
         if levels is not None:  # few distinct values: medians from a histogram
             codes = levels[1] if pool is None else levels[1][pool]
             hist = np.bincount(codes, weights=counts, minlength=len(levels[0]))

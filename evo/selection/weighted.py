@@ -80,9 +80,9 @@ def argmax_rows(pop: Population, w: np.ndarray, rng: np.random.Generator) -> np.
     Exact ties between signatures are broken at random in proportion to their members.
     """
     values = w @ pop.columns  # (k, u)
-    tied = values == values.max(axis=1, keepdims=True)
-    rows = tied.argmax(axis=1)
-    for pick in np.flatnonzero(tied.sum(axis=1) > 1):
+    rows = values.argmax(axis=1)
+    tied = values == values[np.arange(len(w)), rows][:, None]
+    for pick in np.flatnonzero(np.count_nonzero(tied, axis=1) > 1):
         rows[pick] = pop.weighted_row(np.flatnonzero(tied[pick]), rng)
     return rows
 
