@@ -196,9 +196,27 @@ def test_reopening_rebuilds_identical_state(tmp_path, seed):
     assert parents == [] or all(p.island == 0 and p.member for p in parents)
 
 
+def test_run_metadata_and_events_survive_reopening(tmp_path):
+    db = Database.open(tmp_path, config())
+    db.set_meta("spec", "[problem]\nname = 'x'\n")
+    db.event("start", {"policy": "mutate:"})
+    again = Database.open(tmp_path)
+    assert again.get_meta("spec") == "[problem]\nname = 'x'\n" and again.get_meta("missing") is None
+    assert [e["kind"] for e in again.store.events()] == ["start"]
+    with pytest.raises(ValueError):
+        db.set_meta("iteration", "7")
+
+
+def test_non_finite_scores_are_a_bad_output_failure(tmp_path):
+    db = Database.open(tmp_path, config())
+    bad = db.add(program(1), Evaluation(scores=np.array([np.nan, 1.0])), island=0)
+    assert bad.failure_kind == "bad_output" and not db.islands[0].members
+
+
 def test_user_errors(tmp_path):
     with pytest.raises(UserError, match="no run"):
         Database.open(tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()
     Database.open(tmp_path, config()).close()
     with pytest.raises(UserError, match="other objectives"):
         Database.open(tmp_path, config(objectives=("a", "c")))

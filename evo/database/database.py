@@ -61,7 +61,10 @@ class Database:
     @classmethod
     def open(cls, path: Path | str, config: DatabaseConfig | None = None) -> "Database":
         """Open (or create) a run's database; without `config`, the stored one is used (resume)."""
-        store = Store(database_file(path))
+        file = database_file(path)
+        if config is None and not file.exists():
+            raise UserError(f"{path}: no run found here (no {file.name}); start one with `evo run SPEC`")
+        store = Store(file)
         stored = store.get_meta("config")
         if config is None:
             if stored is None:
@@ -89,9 +92,7 @@ class Database:
 
     def _index(self, program: Program) -> None:
         self.programs[program.id] = program
-        if program.is_copy:
-            pass
-        else:
+        if not program.is_copy:
             self.seen.add(program.norm_hash)
             if program.ok:
                 self.archive.add(program.id, self.grid.cell(program.features), program.scalar)
@@ -162,6 +163,8 @@ class Database:
         scores = np.asarray(evaluation.scores, dtype=np.float64)
         if scores.shape != (len(self.config.objectives),):
             raise ValueError(f"scores have shape {scores.shape}, expected ({len(self.config.objectives)},)")
+        if not np.isfinite(scores).all():
+            return Program(**base, failure_kind="bad_output", failure_message=f"non-finite scores {scores.tolist()}")
         try:
             features = feature_values(self.config.features, code, scores, evaluation.extras, self.config.objectives)
         except MissingFeature as error:
@@ -242,6 +245,21 @@ class Database:
             inspirations = [i for i in dict.fromkeys(chosen[self.config.parents :].tolist()) if i not in parents]
             return [self.programs[i] for i in parents], [self.programs[i] for i in inspirations]
 
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        """Run metadata for the loop (e.g. the spec text); "config" and "iteration" are the database's."""
+        return self.store.get_meta(key, default)
+
+    def set_meta(self, key: str, value: str) -> None:
+        if key in ("config", "iteration"):
+            raise ValueError(f"meta key {key!r} belongs to the database")
+        with self._lock:
+            self.store.set_meta(key, value)
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """Log an event (committed) at the current iteration."""
+        with self._lock:
+            self.store.event(self.iteration, kind, data)
+
     def get(self, program_id: int) -> Program:
         return self.programs[program_id]
 
@@ -256,13 +274,18 @@ class Database:
 
     def pareto(self) -> list[Program]:
         """The evaluated programs on the Pareto front of the score vectors (one per code)."""
-        unique = list({p.norm_hash: p for p in reversed(self.evaluated())}.values())[::-1]
+        with self._lock:
+            unique = list({p.norm_hash: p for p in reversed(self.evaluated())}.values())[::-1]
         if not unique:
             return []
         mask = pareto_mask(np.stack([p.scores for p in unique]))
         return sorted((p for p, keep in zip(unique, mask) if keep), key=lambda p: p.id)
 
     def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return self._stats()
+
+    def _stats(self) -> dict[str, Any]:
         evaluated = [p for p in self.programs.values() if not p.is_copy]
         best = self.best()
         return {

@@ -42,14 +42,3 @@ class Program:
     def member(self) -> bool:
         """Currently part of its island's population (and so selectable)."""
         return self.ok and self.removed is None
-
-    def same(self, other: "Program") -> bool:
-        """Field-by-field equality (numpy-aware); used to check that a reopened store matches."""
-        for name in self.__dataclass_fields__:
-            a, b = getattr(self, name), getattr(other, name)
-            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-                if a is None or b is None or not np.array_equal(a, b):
-                    return False
-            elif a != b:
-                return False
-        return True
