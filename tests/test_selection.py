@@ -186,3 +186,12 @@ def test_user_errors_are_one_line():
     with pytest.raises(UserError, match="variant"):
         select("epsilon-lexicase", scores, 1, np.random.default_rng(0), variant="wild")
     assert len(select("uniform", scores, 0, np.random.default_rng(0))) == 0
+
+
+def test_signature_hash_collisions_fall_back_to_an_exact_grouping(monkeypatch):
+    import evo.selection.population as population
+
+    scores = (np.random.default_rng(0).random((300, 5)) < 0.5).astype(float)
+    monkeypatch.setattr(population, "_mix64", lambda x: np.zeros_like(x))  # every row collides
+    pop = Population(scores)
+    assert pop.u == len(np.unique(scores, axis=0)) and np.array_equal(pop.unique[pop.inverse], scores)

@@ -9,30 +9,31 @@ and cached in `cache`.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
 def _mix64(x: np.ndarray) -> np.ndarray:
-    """The splitmix64 finalizer, elementwise over uint64 (wrapping arithmetic)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """The splitmix64 finalizer, elementwise over uint64 (wrapping arithmetic), in place."""
+    shifted = np.empty_like(x)
+    for shift, multiplier in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB), (31, None)):
+        np.right_shift(x, np.uint64(shift), out=shifted)
+        np.bitwise_xor(x, shifted, out=x)
+        if multiplier is not None:
+            np.multiply(x, np.uint64(multiplier), out=x)
+    return x
 
 
 def unique_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first index of each unique row, inverse, counts) — a hash of each row, verified exactly."""
-    bits = np.ascontiguousarray(scores + 0.0).view(np.uint64)  # + 0.0 maps -0.0 to 0.0
-    salts = _mix64(np.arange(1, scores.shape[1] + 1, dtype=np.uint64))
-    with np.errstate(over="ignore"):
-        keys = _mix64(bits + salts).sum(axis=1, dtype=np.uint64)
+    bits = (scores + 0.0).view(np.uint64)  # a fresh copy; + 0.0 maps -0.0 to 0.0
+    bits += _mix64(np.arange(1, scores.shape[1] + 1, dtype=np.uint64))  # a salt per column
+    keys = _mix64(bits).sum(axis=1, dtype=np.uint64)
     _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    if not np.array_equal(scores[first][inverse], scores):  # a hash collision: do it the slow way
+    inverse = inverse.ravel()
+    shared = np.flatnonzero(counts[inverse] > 1)  # only rows that share a key can collide
+    if not np.array_equal(scores[first[inverse[shared]]], scores[shared]):  # a collision: the slow way
         _, first, inverse, counts = np.unique(scores, axis=0, return_index=True, return_inverse=True, return_counts=True)
     return first, inverse.ravel(), counts
 
@@ -48,13 +49,6 @@ class Population:
             raise ValueError("scores must be finite (failed programs are never selectable)")
         self.scores = np.ascontiguousarray(scores)
         self.n, self.d = scores.shape
-        first, inverse, counts = unique_rows(self.scores)
-        self.unique = np.ascontiguousarray(self.scores[first])  # (u, d)
-        self.columns = np.ascontiguousarray(self.unique.T)  # (d, u): one contiguous array per case
-        self.inverse = inverse  # member -> unique row
-        self.counts = counts  # unique row -> number of members
-        self.order = np.argsort(inverse, kind="stable")  # members grouped by unique row
-        self.starts = np.cumsum(counts) - counts
         self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.float64)
         if self.lengths is not None and self.lengths.shape != (self.n,):
             raise ValueError(f"lengths must have shape ({self.n},), got {self.lengths.shape}")
@@ -63,6 +57,43 @@ class Population:
             raise ValueError(f"weights must be {self.d} non-negative numbers with a positive sum")
         self.weights = w / w.sum()
         self.cache: dict[Any, Any] = {}
+
+    @cached_property
+    def _signatures(self) -> tuple[np.ndarray, ...]:
+        """Computed on first use: uniform and tournament selection never need it."""
+        first, inverse, counts = unique_rows(self.scores)
+        unique = np.ascontiguousarray(self.scores[first])
+        return unique, np.ascontiguousarray(unique.T), inverse, counts, np.argsort(inverse, kind="stable"), np.cumsum(counts) - counts
+
+    @property
+    def unique(self) -> np.ndarray:
+        """(u, d): the distinct rows (score signatures)."""
+        return self._signatures[0]
+
+    @property
+    def columns(self) -> np.ndarray:
+        """(d, u): the signatures one contiguous array per case."""
+        return self._signatures[1]
+
+    @property
+    def inverse(self) -> np.ndarray:
+        """Member -> signature."""
+        return self._signatures[2]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Signature -> number of members."""
+        return self._signatures[3]
+
+    @property
+    def order(self) -> np.ndarray:
+        """Members grouped by signature (stable)."""
+        return self._signatures[4]
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Where each signature's members begin in `order`."""
+        return self._signatures[5]
 
     @property
     def u(self) -> int:
@@ -76,7 +107,7 @@ class Population:
 
     def member_scalar(self) -> np.ndarray:
         if "member_scalar" not in self.cache:
-            self.cache["member_scalar"] = self.scalar()[self.inverse]
+            self.cache["member_scalar"] = self.scores @ self.weights
         return self.cache["member_scalar"]
 
     def members(self, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
