@@ -57,16 +57,17 @@ class DatabaseArchive:
             parents = [best] if best is not None else []
         return [self.shown(p) for p in parents], [self.shown(p) for p in inspirations]
 
-    def commit(self, iteration: int, evaluated: list[tuple[Candidate, Evaluation]]) -> None:
-        """Insert an iteration's programs and count the iteration, in one transaction."""
-        if self.db.iteration != iteration:
-            raise RuntimeError(f"database is at iteration {self.db.iteration}, asked to commit {iteration}")
-        rows = [Row(c.code, e, c.island, tuple(int(p) for p in c.parents if p is not None), self.policy)
-                for c, e in evaluated]
+    def commit(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
+        """Insert iterations' programs and count the iterations, all in one transaction."""
         with self.db.store.transaction():
-            if rows:
-                self.db.add_many(rows)
-            self.db.end_iteration()
+            for iteration, evaluated in batch:
+                if self.db.iteration != iteration:
+                    raise RuntimeError(f"database is at iteration {self.db.iteration}, asked to commit {iteration}")
+                rows = [Row(c.code, e, c.island, tuple(int(p) for p in c.parents if p is not None), self.policy)
+                        for c, e in evaluated]
+                if rows:
+                    self.db.add_many(rows)
+                self.db.end_iteration()
 
     def best_scalar(self) -> float | None:
         best = self.db.best()

@@ -95,8 +95,10 @@ class Journal:
         self._db.execute("INSERT OR REPLACE INTO evaluations VALUES (?,?,?,?,?,?,?,?)",
                          (iteration, slot, *_dump_evaluation(evaluation)))
 
-    def mark_committed(self, iteration: int) -> None:
-        self._db.execute("INSERT OR IGNORE INTO commits VALUES (?)", (iteration,))
+    def mark_committed(self, iterations: Iterable[int]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR IGNORE INTO commits VALUES (?)", [(i,) for i in iterations])
 
     def committed(self) -> int:
         """How many iterations are committed (they are committed in order, from 0)."""

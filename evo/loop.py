@@ -30,7 +30,7 @@ import numpy as np
 from evo import prompts
 from evo.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate, Journal
 from evo.prompts import ParseFailure, Prompt, Shown
-from evo.scores import Evaluation
+from evo.scores import Evaluation, scalarize
 
 
 class Evaluator(Protocol):
@@ -46,7 +46,8 @@ class Archive(Protocol):
     def key(self, code: str) -> str: ...  # the duplicate key of a program
     def keys(self) -> set[str]: ...  # the keys of every program in the database
     def sample(self, island: int, rng: np.random.Generator) -> tuple[list[Shown], list[Shown]]: ...
-    def commit(self, iteration: int, evaluated: list[tuple[Candidate, Evaluation]]) -> None: ...
+    def commit(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None: ...
+    # insert each iteration's evaluated candidates and count it, all in one transaction
     def best_scalar(self) -> float | None: ...
     def coverage(self) -> float: ...
 
@@ -61,6 +62,7 @@ class LoopConfig:
     style: str = "full"
     system: str = "You improve programs."
     objectives: tuple[str, ...] = ()
+    weights: tuple[float, ...] | None = None  # for the target check; None = equal weights
     stop: tuple[str, ...] = ()
     max_new_tokens: int = 1024
     temperature: float = 1.0
@@ -90,6 +92,9 @@ class Progress:
         return self.session_evaluations / max(time.monotonic() - self.started, 1e-9)
 
 
+FLUSH_SECONDS = 0.5  # the longest a finished iteration waits for its database commit
+
+
 def iteration_rng(seed: int, iteration: int) -> np.random.Generator:
     return np.random.default_rng([seed, iteration])
 
@@ -109,6 +114,7 @@ class Loop:
         self._results: dict[tuple[int, int], Evaluation] = {}
         self._futures: list[Future] = []
         self._generating = False
+        self._last_commit = time.monotonic()
         self._reload()
 
     # -- state ---------------------------------------------------------------------------
@@ -117,7 +123,7 @@ class Loop:
         """Pick up where the journal says: committed iterations, generated candidates, results."""
         self.committed = self.archive.iterations
         if self.journal.committed() < self.committed:  # killed between the two commits
-            self.journal.mark_committed(self.committed - 1)
+            self.journal.mark_committed([self.committed - 1])
         self._seen = self.journal.hashes() | self.archive.keys()
         candidates = self.journal.candidates(since=self.committed)
         results = self.journal.evaluations(since=self.committed)
@@ -252,18 +258,53 @@ class Loop:
             c.status != PENDING or (iteration, c.slot) in self._results for c in candidates)
 
     def _commit_ready(self) -> None:
-        """Insert finished iterations in order, never further than `lag` behind generation."""
+        """Insert finished iterations in order, never further than `lag` behind generation,
+        all ready ones in one database transaction, stopping at the one that hits the target."""
         limit = max(0, self.generated - self.config.lag) if self.generated < self.config.iterations \
             else self.config.iterations
-        while self.committed < limit and self._ready(self.committed) and not self._target_reached():
-            self._commit(self.committed)
+        if not self._worth_committing(limit):
+            return
+        batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]] = []
+        iteration = self.committed
+        while iteration < limit and self._ready(iteration) and not self._target_reached():
+            evaluated = [(c, self._results[(iteration, c.slot)])
+                         for c in self._pending[iteration] if c.status == PENDING]
+            batch.append((iteration, evaluated))
+            iteration += 1
+            if self._hits_target(evaluated):
+                break
+        if batch:
+            self._commit(batch)
 
-    def _commit(self, iteration: int) -> None:
-        evaluated = [(c, self._results.pop((iteration, c.slot)))
-                     for c in self._pending.pop(iteration) if c.status == PENDING]
-        self.archive.commit(iteration, evaluated)  # durable: the programs and the iteration count
-        self.journal.mark_committed(iteration)
-        self.committed = iteration + 1
+    def _worth_committing(self, limit: int) -> bool:
+        """Commit in batches (one durable transaction each): when everything up to `limit` is
+        ready, at the end of the run, or after FLUSH_SECONDS. Evaluations are already in the
+        journal, so waiting loses nothing; the timing never changes what gets inserted."""
+        if self.generated >= self.config.iterations or self.config.target is not None:
+            return True
+        if time.monotonic() - self._last_commit > FLUSH_SECONDS:
+            return True
+        return all(self._ready(i) for i in range(self.committed, limit))
+
+    def _hits_target(self, evaluated: list[tuple[Candidate, Evaluation]]) -> bool:
+        target, weights = self.config.target, self.config.weights
+        if target is None:
+            return False
+        for _, evaluation in evaluated:
+            if evaluation.ok:
+                w = np.ones(len(evaluation.scores)) if weights is None else np.asarray(weights)
+                if float(scalarize(evaluation.scores, w)) >= target:
+                    return True
+        return False
+
+    def _commit(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
+        self.archive.commit(batch)  # durable: the programs and the iteration count, one transaction
+        self.journal.mark_committed([iteration for iteration, _ in batch])
+        for iteration, _ in batch:
+            for candidate in self._pending.pop(iteration):
+                self._results.pop((iteration, candidate.slot), None)
+        self.committed = batch[-1][0] + 1
+        self._last_commit = time.monotonic()
         self._futures = [f for f in self._futures if not f.done()]
         progress = self.progress
         progress.iteration, progress.best = self.committed, self.archive.best_scalar()

@@ -82,7 +82,7 @@ def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
     return LoopConfig(
         iterations=spec.search.iterations, seed=config.seed, samples=spec.search.samples_per_prompt,
         batch=config.loop["batch"], depth=config.loop["depth"], style=spec.prompt.style,
-        system=spec.prompt.system, objectives=spec.problem.objectives,
+        system=spec.prompt.system, objectives=spec.problem.objectives, weights=spec.problem.weights,
         max_new_tokens=config.loop["max_new_tokens"], temperature=config.loop["temperature"],
         top_p=config.loop["top_p"], target=spec.search.target,
     )

@@ -58,12 +58,14 @@ class ListArchive:
     def keys(self):
         return set(self.hashes)
 
-    def commit(self, iteration, evaluated):
-        for candidate, evaluation in evaluated:
-            self.hashes.add(candidate.hash)
-            if evaluation.ok:
-                self.members[candidate.island].append((candidate.code, evaluation.scores))
-        self.ended.append(iteration)
+    def commit(self, batch):
+        for iteration, evaluated in batch:
+            assert iteration == len(self.ended)
+            for candidate, evaluation in evaluated:
+                self.hashes.add(candidate.hash)
+                if evaluation.ok:
+                    self.members[candidate.island].append((candidate.code, evaluation.scores))
+            self.ended.append(iteration)
 
     def best_scalar(self):
         return max((s.mean() for island in self.members for _, s in island), default=None)
@@ -216,17 +218,41 @@ def test_resume_after_a_crash_continues_the_same_run(tmp_path, sandbox):
     loop, archive, journal, evaluator = start(tmp_path, "crash", sandbox, MutatePolicy(), CONFIG, jitter=0.005)
 
     def crash(progress):
-        if progress.iteration == 9:
+        if progress.iteration >= 9:
             raise Crash
 
     loop.on_progress = crash
     with pytest.raises(Crash):
         loop.run()
-    assert journal.committed() == 9
+    killed_at = journal.committed()
+    assert 9 <= killed_at < 24
     generated_before = len(journal.candidates())
-    assert generated_before > 9 * CONFIG.samples  # work beyond the commit point was journaled
+    assert generated_before > killed_at * CONFIG.samples  # work beyond the commit point was journaled
     resumed = Loop(CONFIG, MutatePolicy(), evaluator, archive, Journal(journal.path))
-    assert resumed.committed == 9
+    assert resumed.committed == killed_at
     progress = resumed.run()
     assert progress.iteration == 24
     assert snapshot(resumed.journal) == snapshot(ref_journal)
+
+
+class CountingPolicy:
+    """Prompt j (in call order) gets `A = j`, so iteration 2 is the first to reach the target."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def generate(self, prompts, *, n=1, **options):
+        out = []
+        for _ in prompts:
+            code = f"# EVOLVE-BLOCK-START\nA = {float(self.calls + 1)}\nB = -1.0\n# EVOLVE-BLOCK-END\n"
+            out.append([Completion(f"```python\n{code}```")] * n)
+            self.calls += 1
+        return out
+
+
+def test_target_stops_at_the_exact_iteration_inside_a_batch(tmp_path, sandbox):
+    config = LoopConfig(iterations=40, seed=0, samples=1, batch=4, depth=2, target=1.0)
+    loop, archive, journal, _ = start(tmp_path, "x", sandbox, CountingPolicy(), config)
+    progress = loop.run()
+    assert progress.reached_target and progress.iteration == 3 and journal.committed() == 3
+    assert archive.ended == [0, 1, 2]

@@ -42,6 +42,7 @@ import numpy as np  # noqa: E402
 
 ISLANDS = 2
 WORKERS = 2
+BATCH = 4  # prompts per policy call (`evo run --batch`, the default)
 PROGRAM = "# EVOLVE-BLOCK-START\nX = {x}\n# EVOLVE-BLOCK-END\n"
 SCORER = '''
 def evaluate(path):
@@ -109,10 +110,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply({"id": "x", "object": kind, "created": 0, "model": "instant", "choices": choices, "usage": usage})
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default (5) drops concurrent connects: 1 s SYN retries
+    daemon_threads = True
+
+
 class InstantServer:
     def __init__(self) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -159,18 +164,18 @@ def ours(server: InstantServer, population: int, iterations: int, cap: int | Non
             db.add_many([Candidate(PROGRAM.format(x=x), Evaluation(np.array([value(x)])), x % ISLANDS)
                          for x in range(start + 2, min(start + 5000, population) + 2)])
     archive = DatabaseArchive(Database.open(directory / "programs.sqlite", config))
-    stamps: list[float] = []
+    stamps: list[tuple[int, float]] = []  # (iterations committed, time)
     started = time.perf_counter()  # like OpenEvolve's run(): worker start-up is timed
     with Sandbox.from_spec(spec) as sandbox:
         policy = load(f"openai:{server.url}#instant")
-        loop = LoopConfig(iterations=iterations, seed=0, samples=1, batch=4, depth=2, style="full",
+        loop = LoopConfig(iterations=iterations, seed=0, samples=1, batch=BATCH, depth=2, style="full",
                           objectives=("score",), max_new_tokens=64)
         run_loop(loop, policy, sandbox, archive, Journal(directory / "journal.sqlite"),
-                 lambda progress: stamps.append(time.perf_counter()))
+                 lambda progress: stamps.append((progress.iteration, time.perf_counter())))
         wall = time.perf_counter() - started
     archive.close()
-    warm = len(stamps) // 5
-    steady = (stamps[-1] - stamps[warm]) / (len(stamps) - 1 - warm)
+    first = next(s for s in stamps if s[0] >= iterations // 5)  # after the warm-up
+    steady = (stamps[-1][1] - first[1]) / (stamps[-1][0] - first[0])
     return {"iters_per_s": iterations / wall, "steady_ms": 1000 * steady}
 
 
