@@ -16,6 +16,7 @@ from evo.errors import UserError
 
 COMMANDS: dict[str, str] = {
     # name: module holding a click command named `command`
+    "check": "evo.commands.check",
     "run": "evo.commands.run",
     "show": "evo.commands.show",
     "train": "evo.commands.train",

@@ -1,0 +1,76 @@
+"""`evo check SPEC [--json]`: load and validate a problem spec, evaluate its initial
+program(s) in the sandbox, print the score vector, the scalar and the features.
+Exit 0 when every initial program evaluates, 1 when one fails, 2 for a bad spec."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+
+def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
+    from evo.features import as_dict, feature_values
+    from evo.scores import BadOutput, scalarize
+
+    if not evaluation.ok:
+        return {"error": {"kind": evaluation.failure.kind, "message": evaluation.failure.message}}
+    problem = spec.problem
+    try:
+        features = feature_values(spec.features, code, evaluation.scores, evaluation.extras, problem.objectives)
+    except BadOutput as error:
+        return {"error": {"kind": "bad_output", "message": str(error)}}
+    return {
+        "scores": {name: float(v) for name, v in zip(problem.objectives, evaluation.scores)},
+        "scalar": float(scalarize(evaluation.scores, np.array(problem.weights))),
+        "features": as_dict(spec.features, features),
+        "extras": dict(evaluation.extras),
+        "seconds": round(evaluation.seconds, 4),
+    }
+
+
+def _show(program: Path, report: dict[str, Any], output: str) -> None:
+    click.echo(f"program   {program}")
+    if "error" in report:
+        click.echo(f"failed    {report['error']['kind']}: {report['error']['message']}")
+        tail = output.strip().splitlines()[-10:]
+        for line in tail:
+            click.echo(f"  | {line}")
+        return
+    fmt = lambda d: "  ".join(f"{k}={v:.6g}" for k, v in d.items())  # noqa: E731
+    click.echo(f"scores    {fmt(report['scores'])}")
+    click.echo(f"scalar    {report['scalar']:.6g}")
+    click.echo(f"features  {fmt(report['features']) or '(none declared)'}")
+    if report["extras"]:
+        click.echo(f"extras    {fmt(report['extras'])}")
+    click.echo(f"seconds   {report['seconds']:.3f}")
+
+
+@click.command(name="check")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def command(spec_path: Path, as_json: bool) -> int:
+    """Validate SPEC and evaluate its initial program in the sandbox."""
+    from evo import spec as spec_module
+    from evo.sandbox import Sandbox
+
+    spec = spec_module.load(spec_path)
+    programs = spec.problem.programs
+    codes = [program.read_text(encoding="utf-8") for program in programs]
+    with Sandbox.from_spec(spec) as sandbox:
+        if not as_json:
+            s = spec.sandbox
+            click.echo(f"problem   {spec.problem.name} ({spec_path})")
+            click.echo(f"sandbox   {sandbox.mode}, {s.workers} worker(s), {s.timeout:g} s, {s.memory_mb} MB")
+        evaluations = [future.result() for future in [sandbox.submit(code) for code in codes]]
+    reports = [_report(spec, code, evaluation) for code, evaluation in zip(codes, evaluations)]
+    if as_json:
+        payload = reports[0] if len(reports) == 1 else {"programs": reports}
+        click.echo(json.dumps(payload))
+    else:
+        for program, report, evaluation in zip(programs, reports, evaluations):
+            _show(program, report, evaluation.output)
+    return 1 if any("error" in report for report in reports) else 0

@@ -1,0 +1,44 @@
+"""Feature values of a candidate for the MAP-Elites archive: raw floats in the spec's
+[features.*] order. Binning (with the spec's fixed ranges) is the archive's job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from evo.scores import BadOutput
+from evo.spec import Feature
+
+
+def required_extras(features: Sequence[Feature]) -> tuple[str, ...]:
+    """The scorer keys that every successful evaluation must report."""
+    return tuple(f.source.removeprefix("scorer:") for f in features if f.source.startswith("scorer:"))
+
+
+def feature_values(
+    features: Sequence[Feature],
+    code: str,
+    scores: np.ndarray,
+    extras: Mapping[str, float],
+    objectives: Sequence[str],
+) -> np.ndarray:
+    """One float per feature. Raises BadOutput when a `scorer:<key>` feature is missing."""
+    values = np.empty(len(features), dtype=np.float64)
+    for i, feature in enumerate(features):
+        kind, _, key = feature.source.partition(":")
+        if kind == "code_length":
+            values[i] = len(code)
+        elif kind == "objective":
+            values[i] = scores[list(objectives).index(key)]
+        elif kind == "scorer":
+            if key not in extras:
+                raise BadOutput(f"feature {feature.name!r} needs scorer key {key!r}, which the scorer did not return")
+            values[i] = extras[key]
+        else:
+            raise ValueError(f"unknown feature source {feature.source!r}")
+    return values
+
+
+def as_dict(features: Sequence[Feature], values: np.ndarray) -> dict[str, float]:
+    return {feature.name: float(value) for feature, value in zip(features, values)}

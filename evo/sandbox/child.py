@@ -1,0 +1,99 @@
+"""The evaluation process: forked from a warm zygote ahead of time, it confines itself
+(session, fds, limits, user), waits for its candidate's working directory on fd 4, calls
+the scorer there and writes one result frame to fd 3. It never returns to the zygote's
+code: every path ends in os._exit."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evo.sandbox import isolation, protocol
+from evo.scores import BadOutput, to_vector
+
+_exit = os._exit  # bound now: a candidate may monkeypatch the os module
+_encode = protocol.encode
+_write = os.write
+RESULT_FD, GO_FD = 3, 4
+
+
+def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dict[str, Any]) -> None:
+    """Confine this process, wait for the working directory on `go`, evaluate, exit."""
+    try:
+        _confine(go, fds, config)
+        workdir = _read_all(GO_FD).decode()
+        if not workdir:
+            return  # the zygote is shutting down
+        os.chdir(workdir)
+        path = os.path.join(workdir, "candidate.py")
+        sys.argv = [path]
+        reply = evaluate(scorer, path, config["objectives"], config["required_extras"])
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        data = memoryview(_encode(reply))
+        while data:
+            data = data[_write(RESULT_FD, data):]
+    finally:
+        _exit(0)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def _confine(go: int, fds: tuple[int, int], config: dict[str, Any]) -> None:
+    result_w, out_w = fds
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    targets = {0: devnull, 1: out_w, 2: out_w, RESULT_FD: result_w, GO_FD: go}
+    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 64) for target, source in targets.items()}
+    for target, source in high.items():  # via high copies: a source may sit on a target
+        os.dup2(source, target)
+    os.closerange(GO_FD + 1, 1 << 16)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    isolation.set_limits(config["address_space"], config["cpu_limit"], config["nproc"], config["file_bytes"])
+    if config["user"] is not None:
+        isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
+        isolation.drop_privileges(*config["user"])
+
+
+def _describe(error: BaseException) -> str:
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except BaseException:
+        text = type(error).__name__
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None:
+        text += f" (at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
+    return " ".join(text.split())[:500]
+
+
+def evaluate(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
+    """Call the scorer and validate its answer; returns a reply dict (scores or failure)."""
+    try:
+        raw = scorer(path)
+        vector, extras = to_vector(raw, objectives)
+        missing = [key for key in required if key not in extras]
+        if missing:
+            raise BadOutput(f"scorer result misses feature key(s) {missing}")
+        return {"scores": vector.tolist(), "extras": extras}
+    except BadOutput as error:
+        return {"failure": ["bad_output", str(error)]}
+    except MemoryError as error:
+        return {"failure": ["memory", f"memory limit exceeded ({_describe(error)})"]}
+    except BaseException as error:  # the candidate may raise anything, even SystemExit
+        return {"failure": ["exception", _describe(error)]}

@@ -1,0 +1,216 @@
+"""Linux isolation primitives through ctypes (Python 3.11 has no os.unshare): namespaces,
+read-only mounts, resource limits, privilege drop, killing whole process trees.
+
+Only the standard library is imported here: the zygote calls `unshare` before anything
+that might start threads (unshare of the mount namespace needs a single-threaded process).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pwd
+import resource
+import signal
+import socket
+import struct
+import time
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
+CAP_DAC_READ_SEARCH, _CAP_VERSION_3 = 2, 0x20080522
+_FLAG_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def prctl(option: int, value: int) -> None:
+    _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
+
+
+def enter_namespaces() -> None:
+    """New mount, network, IPC and PID namespaces (the PID one applies to our children)."""
+    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _loopback_up()
+
+
+def _loopback_up() -> None:
+    """Bring up `lo` in the fresh network namespace (it has no other interface)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        import fcntl
+
+        flags = 0x1 | 0x8 | 0x40  # IFF_UP | IFF_LOOPBACK | IFF_RUNNING
+        fcntl.ioctl(sock, 0x8914, struct.pack("16sH22x", b"lo", flags))  # SIOCSIFFLAGS
+
+
+def _mounts() -> list[tuple[str, set[str]]]:
+    """(mount point, per-mount options) from /proc/self/mountinfo, parents first."""
+    entries = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as lines:
+        for line in lines:
+            fields = line.split()
+            point = fields[4].encode().decode("unicode_escape")
+            entries.append((point, set(fields[5].split(","))))
+    return entries
+
+
+def make_readonly(writable: str, size_mb: int) -> list[str]:
+    """Remount every mount read-only except /proc; put a fresh private tmpfs of `size_mb`
+    on `writable` (the evaluations' directories) and a small one on /dev/shm. Returns the
+    mount points that could not be remounted (best effort: an odd mount must not make the
+    sandbox unusable)."""
+    mount("tmpfs", writable, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=0711")
+    failed = []
+    for point, options in _mounts():
+        if point == writable or point == "/proc" or point.startswith("/proc/"):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        flags |= sum(bit for name, bit in _FLAG_OPTIONS.items() if name in options)
+        try:
+            mount(None, point, None, flags)
+        except OSError:
+            failed.append(point)
+    if os.path.isdir("/dev/shm"):
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
+    return failed
+
+
+def mount_proc() -> None:
+    """A /proc that shows only our PID namespace (call from inside it)."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def nobody() -> tuple[int, int]:
+    try:
+        entry = pwd.getpwnam("nobody")
+        return entry.pw_uid, entry.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+def own_process_count(uid: int) -> int:
+    """Processes owned by `uid` right now (RLIMIT_NPROC counts them all)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                pass
+    return count
+
+
+def set_limits(address_space: int, cpu_seconds: float, processes: int | None, file_bytes: int) -> None:
+    cpu = max(1, int(cpu_seconds + 0.999))
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if processes is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become `uid`/`gid`, keeping exactly one capability, CAP_DAC_READ_SEARCH (read any
+    file: the Python installation may live under a private home), also across exec (ambient).
+    Writing, signalling and everything else follow the unprivileged user's rights."""
+    for cap in range(64):
+        if cap != CAP_DAC_READ_SEARCH and _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break  # EINVAL: past the last capability this kernel knows
+    prctl(PR_SET_KEEPCAPS, 1)
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    keep = 1 << CAP_DAC_READ_SEARCH
+    data = (_CapData * 2)(_CapData(keep, keep, keep), _CapData(0, 0, 0))
+    _check(_libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0), "ambient capability")
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of `pid`, found by scanning /proc (no CONFIG_PROC_CHILDREN needed)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def reap_all() -> bool:
+    """Reap every exited child; True when no child is left at all."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if pid == 0:
+            return False
+
+
+def signal_tree(group: int, in_namespace: bool) -> None:
+    """SIGKILL everything an evaluation started. Inside our own PID namespace (we are its
+    init) `kill(-1)` reaches every process in it; otherwise the process group, then every
+    orphan re-parented to us (we are child subreaper)."""
+    if in_namespace:
+        _send(os.kill, -1)
+        return
+    _send(os.killpg, group)
+    for child in children_of(os.getpid()):
+        _send(os.kill, child)
+        _send(os.killpg, child)
+
+
+def kill_tree(group: int, in_namespace: bool, attempts: int = 2000) -> None:
+    """Signal and reap until we have no child left at all (then no descendant is left
+    either: every orphan is re-parented to us, the init or subreaper)."""
+    for _ in range(attempts):
+        if reap_all():
+            return
+        signal_tree(group, in_namespace)
+        time.sleep(0.0005)
+
+
+def _send(kill: object, target: int) -> None:
+    try:
+        kill(target, signal.SIGKILL)  # type: ignore[operator]
+    except (ProcessLookupError, PermissionError):
+        pass

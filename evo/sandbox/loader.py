@@ -1,0 +1,41 @@
+"""Import a scorer named "path.py:function" or "package.module:function"."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class ScorerError(Exception):
+    """The scorer cannot be imported or is not callable (one-line message)."""
+
+
+def load_scorer(ref: str, search_path: str | None = None) -> Callable[[str], Any]:
+    target, _, name = ref.rpartition(":")
+    try:
+        if target.endswith(".py") or "/" in target:
+            path = Path(target)
+            sys.path.insert(0, str(path.parent))
+            module_name = f"_evo_scorer_{path.stem}"
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise ScorerError(f"cannot import scorer file {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        else:
+            if search_path:
+                sys.path.insert(0, search_path)
+            module = importlib.import_module(target)
+    except ScorerError:
+        raise
+    except BaseException as error:  # the scorer's import may raise anything, even SystemExit
+        raise ScorerError(f"cannot import scorer {ref!r}: {type(error).__name__}: {error}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ScorerError(f"scorer {ref!r}: module has no function {name!r}")
+    return function

@@ -1,0 +1,155 @@
+"""`Sandbox`: evaluate candidate programs with a problem's scorer, several at a time."""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from evo import spec as spec_module
+from evo.errors import UserError
+from evo.features import required_extras
+from evo.sandbox.child import evaluate as evaluate_in_process
+from evo.sandbox.loader import ScorerError, load_scorer
+from evo.sandbox.worker import Worker
+from evo.scores import FAILURE_KINDS, BadOutput, Evaluation, to_vector
+
+
+class Sandbox:
+    """Evaluates candidates: `evaluate(code)`, `submit(code) -> Future[Evaluation]`, `close()`.
+
+    isolation "process": warm zygote workers fork one confined child per evaluation (see
+    docs/sandbox.md). isolation "none": the trusted scorer runs in this process.
+    `namespaces`: "auto" (use them when root and available), "on" (required) or "off"
+    (force the rlimits + process-group fallback).
+    """
+
+    def __init__(
+        self,
+        scorer: str,
+        objectives: Sequence[str],
+        limits: spec_module.Sandbox = spec_module.Sandbox(),
+        *,
+        required: Sequence[str] = (),
+        search_path: str | None = None,
+        namespaces: str = "auto",
+        drop_privileges: bool = True,
+    ):
+        if namespaces not in ("auto", "on", "off"):
+            raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
+        self.objectives, self.limits, self.required = tuple(objectives), limits, tuple(required)
+        self._scratch = Path(tempfile.mkdtemp(prefix="evo-sandbox-"))
+        self._scratch.chmod(0o711)  # the (unprivileged) evaluation must reach its own directory
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._workers: list[Worker] = []
+        self._scorer: Any = None
+        try:
+            if limits.isolation == "none":
+                self._scorer = load_scorer(scorer, search_path)
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="evo-eval")
+            else:
+                self._start_workers(scorer, search_path, namespaces, drop_privileges)
+                self._executor = ThreadPoolExecutor(limits.workers, thread_name_prefix="evo-eval")
+        except ScorerError as error:
+            self.close()
+            raise UserError(str(error)) from None
+
+    @classmethod
+    def from_spec(cls, spec: spec_module.Spec, **options: Any) -> "Sandbox":
+        return cls(
+            spec.problem.scorer, spec.problem.objectives, spec.sandbox,
+            required=required_extras(spec.features), search_path=str(spec.path.parent), **options,
+        )
+
+    def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool) -> None:
+        config = {
+            "scorer": scorer, "search_path": search_path, "objectives": list(self.objectives),
+            "required_extras": list(self.required), "timeout": self.limits.timeout,
+            "cpu_limit": self.limits.cpu_limit, "memory_mb": self.limits.memory_mb,
+            "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
+            "namespaces": namespaces, "drop_privileges": drop,
+        }
+        for index in range(self.limits.workers):
+            worker = Worker(config, self._scratch / f"w{index}")
+            worker.start()
+            self._workers.append(worker)
+            self._idle.put(worker)
+
+    @property
+    def mode(self) -> str:
+        """How evaluations are isolated: 'namespaces', 'rlimits' (the fallback) or 'none'."""
+        return self._workers[0].mode if self._workers else "none"
+
+    def evaluate(self, code: str) -> Evaluation:
+        return self.submit(code).result()
+
+    def submit(self, code: str) -> "Future[Evaluation]":
+        return self._executor.submit(self._evaluate, code)
+
+    def _evaluate(self, code: str) -> Evaluation:
+        failure = _syntax_error(code)
+        if failure is not None:
+            return failure
+        if self._scorer is not None:
+            return self._in_process(code)
+        worker = self._idle.get()
+        try:
+            reply = worker.evaluate(code)
+        finally:
+            self._idle.put(worker)
+        return self._to_evaluation(reply)
+
+    def _in_process(self, code: str) -> Evaluation:
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="eval-", dir=self._scratch) as workdir:
+            path = Path(workdir) / "candidate.py"
+            path.write_text(code, encoding="utf-8")
+            reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required)
+        reply["seconds"] = time.monotonic() - start
+        return self._to_evaluation(reply)
+
+    def _to_evaluation(self, reply: dict[str, Any]) -> Evaluation:
+        """Re-validate what came back over the pipe (the candidate could have written it)."""
+        seconds, output = float(reply.get("seconds", 0.0)), str(reply.get("output", ""))
+        try:
+            if "failure" in reply:
+                kind, message = reply["failure"]
+                if kind not in FAILURE_KINDS:
+                    raise BadOutput(f"unknown failure kind {kind!r}")
+                return Evaluation.failed(kind, str(message), seconds, output)
+            scores, _ = to_vector(reply["scores"], self.objectives)
+            extras = dict(reply.get("extras", {}))
+            to_vector(extras, tuple(extras))  # every extra must be a finite number
+        except (BadOutput, KeyError, TypeError, ValueError) as error:
+            return Evaluation.failed("bad_output", f"malformed evaluation result: {error}", seconds, output)
+        return Evaluation(scores=scores, extras=extras, seconds=seconds, output=output)
+
+    def close(self) -> None:
+        executor = getattr(self, "_executor", None)
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        for worker in self._workers:
+            worker.kill()
+        self._workers = []
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _syntax_error(code: str) -> Evaluation | None:
+    try:
+        compile(code, "candidate.py", "exec", dont_inherit=True)
+    except SyntaxError as error:
+        return Evaluation.failed("syntax", f"line {error.lineno}: {error.msg}")
+    except (ValueError, RecursionError, MemoryError, OverflowError) as error:
+        return Evaluation.failed("syntax", f"{type(error).__name__}: {error}")
+    return None

@@ -1,0 +1,101 @@
+"""The search process's handle on one warm zygote: start it, send it candidates, enforce a
+backstop deadline, and replace it when it dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from evo.sandbox import protocol
+from evo.sandbox.loader import ScorerError
+
+STARTUP_SECONDS = 120.0  # importing a heavy scorer (torch) on a loaded machine is slow
+BACKSTOP_SECONDS = 10.0  # on top of the evaluation timeout, before we kill the zygote itself
+_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+class Worker:
+    def __init__(self, config: dict[str, Any], scratch: Path):
+        self.config, self.scratch = config, scratch
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.mode = ""
+        self.child_group: int | None = None  # the running evaluation's process group (fallback mode)
+
+    def start(self) -> None:
+        self.scratch.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(self.scratch, 0o711)
+        env = dict(os.environ)
+        for name in _THREAD_VARS:
+            env.setdefault(name, "1")
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        with open(self.scratch / "zygote.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "evo.sandbox.zygote"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                cwd=self.scratch, env=env, start_new_session=True,
+            )
+        self._send({**self.config, "scratch": str(self.scratch), "parent": os.getpid()})
+        try:
+            reply = self._recv(time.monotonic() + STARTUP_SECONDS)
+        except (protocol.Closed, TimeoutError) as error:
+            self.kill()
+            raise ScorerError(f"the sandbox worker did not start ({error}){self._log_tail()}") from None
+        if "error" in reply:
+            self.kill()
+            raise ScorerError(reply["error"])
+        self.mode = reply["mode"]
+
+    def evaluate(self, code: str) -> dict[str, Any]:
+        """The zygote's reply for one candidate, or a failure reply when the zygote died or hung."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        try:
+            self._send({"code": code})
+            started = self._recv(time.monotonic() + STARTUP_SECONDS)
+            self.child_group = started["started"] if started.get("global") else None
+            reply = self._recv(time.monotonic() + self.config["timeout"] + BACKSTOP_SECONDS)
+            self.child_group = None
+            return reply
+        except TimeoutError:
+            self.kill()
+            return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit (worker hung)"]}
+        except (protocol.Closed, OSError, KeyError, TypeError, ValueError) as error:
+            self.kill()
+            return {"failure": ["killed", f"the sandbox worker died during the evaluation ({error})"]}
+
+    def _send(self, message: Any) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        protocol.send(self.proc.stdin.fileno(), message)
+
+    def _recv(self, deadline: float) -> Any:
+        assert self.proc is not None and self.proc.stdout is not None
+        return protocol.recv(self.proc.stdout.fileno(), deadline)
+
+    def kill(self) -> None:
+        """Kill the zygote, everything in its process group and the running evaluation's."""
+        for group in (self.child_group, self.proc.pid if self.proc else None):
+            if group is not None:
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        self.child_group = None
+        if self.proc is not None:
+            self.proc.wait()
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    stream.close()
+            self.proc = None
+
+    def _log_tail(self) -> str:
+        try:
+            lines = (self.scratch / "zygote.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f": {lines[-1][:300]}" if lines else ""

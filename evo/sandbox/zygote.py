@@ -1,0 +1,271 @@
+"""The warm worker ("zygote"): `python -P -m evo.sandbox.zygote`, driven over stdin/stdout.
+
+It imports the scorer once, then forks one fresh child per evaluation (see child.py),
+enforces the wall-clock deadline, captures the child's output, and kills everything the
+child left behind before answering. As root it first enters new mount/network/IPC/PID
+namespaces and forks the serving process as PID 1 of the new PID namespace, so that
+`kill(-1)` after each evaluation reaches every process the candidate started; otherwise
+it serves as child subreaper and kills the process group and re-parented orphans.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import secrets
+import select
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from evo.sandbox import isolation, protocol
+
+STDIN, STDOUT = 0, 1
+
+
+def main() -> None:
+    config = protocol.recv(STDIN)
+    mode = _enter(config["namespaces"])
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != config["parent"]:
+        os._exit(0)
+    from evo.sandbox import child  # noqa: F401  (import numpy & co. once, not per evaluation)
+    from evo.sandbox.loader import ScorerError, load_scorer
+
+    try:
+        scorer = load_scorer(config["scorer"], config.get("search_path"))
+    except ScorerError as error:
+        protocol.send(STDOUT, {"error": str(error)})
+        os._exit(0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.freeze()  # fewer copy-on-write faults in each forked evaluation
+    failed: list[str] = []
+    if mode == "namespaces":
+        failed = isolation.make_readonly(config["scratch"], config["memory_mb"])
+        _become_namespace_init()
+    else:
+        isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)
+    Server(config, scorer, mode).serve(failed)
+
+
+def _enter(wanted: str) -> str:
+    """'namespaces' when we could enter fresh namespaces, else 'rlimits' (the fallback)."""
+    if wanted == "off":
+        return "rlimits"
+    try:
+        if os.geteuid() != 0:
+            raise PermissionError("namespaces need root")
+        isolation.enter_namespaces()
+        return "namespaces"
+    except OSError as error:
+        if wanted == "on":
+            protocol.send(STDOUT, {"error": f"cannot enter namespaces: {error}"})
+            os._exit(0)
+        return "rlimits"
+
+
+def _become_namespace_init() -> None:
+    """Fork the server as PID 1 of the new PID namespace; this process only waits for it."""
+    pid = os.fork()
+    if pid == 0:
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        isolation.mount_proc()
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, STDIN)
+    os.dup2(devnull, STDOUT)
+    _, status = os.waitpid(pid, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+class Server:
+    def __init__(self, config: dict[str, Any], scorer: Any, mode: str):
+        self.config, self.scorer, self.mode = config, scorer, mode
+        self.user: tuple[int, int] | None = None
+        if config["drop_privileges"] and os.geteuid() == 0:
+            self.user = isolation.nobody()
+
+    def serve(self, failed_mounts: list[str]) -> None:
+        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "readonly_failed": failed_mounts})
+        spare = self._spawn()
+        while True:
+            try:
+                request = protocol.recv(STDIN)
+            except protocol.Closed:
+                os._exit(0)
+            workdir = self._prepare(request["code"])
+            try:
+                reply = self._run(spare, workdir)
+            except OSError as error:  # e.g. the spare died: the machine, not the candidate
+                reply = {"failure": ["killed", f"the sandbox could not run the evaluation: {error}"]}
+            protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
+            shutil.rmtree(workdir, ignore_errors=True)
+            if self.mode == "namespaces":
+                _empty("/dev/shm")
+            spare = self._spawn()
+
+    def _child_config(self) -> dict[str, Any]:
+        c = self.config
+        with open("/proc/self/statm", "rb") as statm:
+            address_space = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        if self.user is not None:
+            nproc: int | None = c["max_processes"]
+        elif os.geteuid() != 0:
+            nproc = isolation.own_process_count(os.getuid()) + c["max_processes"]
+        else:
+            nproc = None  # root ignores RLIMIT_NPROC
+        return {
+            "objectives": c["objectives"],
+            "required_extras": c["required_extras"],
+            "address_space": address_space + (c["memory_mb"] << 20),
+            "cpu_limit": c["cpu_limit"],
+            "nproc": nproc,
+            "file_bytes": c["memory_mb"] << 20,
+            "user": self.user,
+        }
+
+    def _prepare(self, code: str) -> str:
+        """A fresh working directory holding the candidate, owned by the evaluation's user."""
+        workdir = os.path.join(self.config["scratch"], secrets.token_hex(8))
+        os.mkdir(workdir, 0o700)
+        path = os.path.join(workdir, "candidate.py")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(code)
+        if self.user is not None:
+            os.chown(workdir, *self.user)
+            os.chown(path, *self.user)
+        return workdir
+
+    def _spawn(self) -> "Spare":
+        """Fork the next evaluation process ahead of time: it confines itself, then waits
+        for its working directory, so fork and setup cost no latency when a request comes."""
+        child_config = self._child_config()
+        go_r, go_w = os.pipe()
+        result_r, result_w = os.pipe()
+        out_r, out_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                from evo.sandbox import child
+
+                os.close(go_w)
+                child.run(self.scorer, go_r, (result_w, out_w), child_config)
+            finally:
+                os._exit(70)
+        for fd in (go_r, result_w, out_w):
+            os.close(fd)
+        return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]))
+
+    def _run(self, spare: "Spare", workdir: str) -> dict[str, Any]:
+        start = time.monotonic()
+        try:
+            os.write(spare.go, workdir.encode())
+        finally:
+            os.close(spare.go)
+        protocol.send(STDOUT, {"started": spare.pid, "global": self.mode != "namespaces"})
+        watch = spare.watch
+        timed_out = not watch.until(start + self.config["timeout"])
+        if timed_out:
+            isolation.signal_tree(spare.pid, self.mode == "namespaces")
+        _, status, usage = os.wait4(spare.pid, 0)
+        seconds = time.monotonic() - start
+        isolation.kill_tree(spare.pid, self.mode == "namespaces")
+        watch.drain()
+        reply = self._classify(watch.result(), status, usage, timed_out)
+        reply.update(seconds=seconds, output=watch.text())
+        return reply
+
+    def _classify(self, result: Any, status: int, usage: Any, timed_out: bool) -> dict[str, Any]:
+        if isinstance(result, dict) and ("scores" in result or "failure" in result):
+            return result
+        cpu = usage.ru_utime + usage.ru_stime
+        if timed_out:
+            return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit"]}
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.config["cpu_limit"]):
+                return {"failure": ["timeout", f"exceeded the {self.config['cpu_limit']:g} s CPU-time limit"]}
+            return {"failure": ["killed", f"the evaluation was killed by {signal.Signals(sig).name}"]}
+        code = os.WEXITSTATUS(status)
+        return {"failure": ["killed", f"the evaluation exited (code {code}) before returning a result"]}
+
+
+@dataclass(frozen=True)
+class Spare:
+    pid: int
+    go: int  # write the working directory here to start the evaluation
+    watch: "Watch"
+
+
+class Watch:
+    """Collects an evaluation's result frame and (truncated) output until it exits."""
+
+    def __init__(self, pid: int, result_fd: int, output_fd: int, keep: int):
+        self.pidfd = os.pidfd_open(pid)
+        self.result_fd, self.output_fd, self.keep = result_fd, output_fd, keep
+        self.buffer, self.output, self.dropped = bytearray(), bytearray(), 0
+        self.open = [result_fd, output_fd]
+
+    def until(self, deadline: float) -> bool:
+        """Read until the process exits (True) or the deadline passes (False)."""
+        while True:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return False
+            ready = select.select([self.pidfd, *self.open], [], [], wait)[0]
+            for fd in ready:
+                if fd != self.pidfd:
+                    self._read(fd)
+            if self.pidfd in ready:
+                return True
+
+    def _read(self, fd: int) -> bool:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            self.open.remove(fd)
+            return False
+        if fd == self.result_fd:
+            if len(self.buffer) < protocol.MAX_FRAME:
+                self.buffer += chunk
+        else:
+            room = max(0, self.keep - len(self.output))
+            self.output += chunk[:room]
+            self.dropped += len(chunk) - min(room, len(chunk))
+        return True
+
+    def drain(self) -> None:
+        """After every writer is dead: read what is left, then close everything."""
+        for fd in list(self.open):
+            os.set_blocking(fd, False)
+            while fd in self.open and self._read(fd):
+                pass
+        for fd in (self.pidfd, self.result_fd, self.output_fd):
+            os.close(fd)
+
+    def result(self) -> Any:
+        try:
+            return protocol.decode_first(bytes(self.buffer))
+        except ValueError:
+            return None
+
+    def text(self) -> str:
+        text = self.output.decode("utf-8", "replace")
+        return text + (f"\n[... {self.dropped} more bytes of output dropped]" if self.dropped else "")
+
+
+def _empty(directory: str) -> None:
+    for entry in os.scandir(directory):
+        try:
+            shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

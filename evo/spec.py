@@ -1,0 +1,320 @@
+"""Problem specs: one TOML file a user writes, loaded into frozen dataclasses.
+
+Every key but `problem.program`, `problem.scorer` and `problem.objectives` has a default;
+unknown keys are errors; every error is one line naming the file, the key, what was
+expected and what was found. Paths resolve relative to the spec file.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evo.errors import UserError
+
+SELECTIONS = ("uniform", "tournament", "boltzmann", "lexicase", "epsilon-lexicase", "dalex", "dirichlet")
+TOPOLOGIES = ("ring", "complete", "random-regular")
+PROMPT_STYLES = ("full", "diff", "versions", "continue")
+ISOLATIONS = ("process", "none")
+PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SpecError(UserError):
+    """A problem spec is invalid (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    programs: tuple[Path, ...]  # initial program(s), absolute
+    scorer: str  # "/abs/path.py:function" or "package.module:function"
+    objectives: tuple[str, ...]
+    weights: tuple[float, ...]
+
+    @property
+    def program(self) -> Path:
+        return self.programs[0]
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    isolation: str = "process"  # "process" | "none" (trusted scorer, in-process)
+    timeout: float = 10.0  # wall seconds per evaluation
+    memory_mb: int = 1024  # address space an evaluation may add to the warm worker's
+    workers: int = 2
+    cpu_seconds: float = 0.0  # CPU-time cap; 0 = same as timeout
+    max_processes: int = 64  # processes/threads an evaluation may own (when not root: on top of the user's)
+    output_bytes: int = 65536  # captured stdout+stderr kept per evaluation
+
+    @property
+    def cpu_limit(self) -> float:
+        return self.cpu_seconds or self.timeout
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    source: str  # "code_length" | "objective:<name>" | "scorer:<key>"
+    range: tuple[float, float]
+    bins: int
+
+
+@dataclass(frozen=True)
+class Search:
+    islands: int = 4
+    topology: str | tuple[tuple[int, int], ...] = "ring"
+    migration_interval: int = 25
+    migration_size: int = 2
+    reset_interval: int = 0
+    selection: str = "lexicase"
+    parents: int = 2
+    inspirations: int = 2
+    samples_per_prompt: int = 4
+    iterations: int = 200
+    target: float | None = None
+
+
+@dataclass(frozen=True)
+class Prompt:
+    style: str = "full"
+    system: str = "You improve programs."
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    problem: Problem
+    sandbox: Sandbox
+    features: tuple[Feature, ...]
+    search: Search
+    prompt: Prompt
+    raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    def override(self, values: Mapping[str, Any]) -> "Spec":
+        """A new spec with dotted keys replaced ("search.iterations", "features.len.bins"),
+        validated exactly like the file."""
+        raw = copy.deepcopy(dict(self.raw))
+        for dotted, value in values.items():
+            parts = dotted.split(".")
+            if len(parts) not in (2, 3) or (len(parts) == 3) != (parts[0] == "features"):
+                raise SpecError(f"{self.path}: override {dotted!r}: expected SECTION.KEY or features.NAME.KEY")
+            table = raw
+            for part in parts[:-1]:
+                table = table.setdefault(part, {})
+                if not isinstance(table, dict):
+                    raise SpecError(f"{self.path}: override {dotted!r}: {part!r} is not a table")
+            table[parts[-1]] = value
+        return build(raw, self.path, origin=f"{self.path} (with overrides)")
+
+
+def load(path: str | Path) -> Spec:
+    """Read and validate a spec file; raises SpecError (one line) on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(f"{path}: cannot read the spec: {error}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{path}: invalid TOML: {error}") from None
+    return build(raw, path.resolve(), origin=str(path))
+
+
+class _Table:
+    """Reads typed keys from one TOML table and reports errors as `file: [section] key: ...`."""
+
+    def __init__(self, raw: Mapping[str, Any], origin: str, section: str, known: tuple[str, ...]):
+        self.raw, self.origin, self.section = raw, origin, section
+        if not isinstance(raw, Mapping):
+            self.fail(None, "a table", raw)
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(
+                f"{origin}: [{section}] unknown key {unknown[0]!r}{hint}; expected one of: {', '.join(known)}"
+            )
+
+    def fail(self, key: str | None, expected: str, found: Any) -> None:
+        where = f"[{self.section}]" + (f" {key}" if key else "")
+        raise SpecError(f"{self.origin}: {where}: expected {expected}, found {_show(found)}")
+
+    def get(self, key: str, default: Any, expected: str, ok: Callable[[Any], bool]) -> Any:
+        if key not in self.raw:
+            if default is _REQUIRED:
+                raise SpecError(f"{self.origin}: [{self.section}] {key}: required key is missing (expected {expected})")
+            return default
+        value = self.raw[key]
+        if not ok(value):
+            self.fail(key, expected, value)
+        return value
+
+    def integer(self, key: str, default: Any, low: int = 0) -> int:
+        return self.get(key, default, f"an integer >= {low}", lambda v: _is_int(v) and v >= low)
+
+    def number(self, key: str, default: Any, allow_zero: bool = False) -> float:
+        what = "a number >= 0" if allow_zero else "a positive number"
+        return float(self.get(key, default, what, lambda v: _is_num(v) and (v > 0 or (allow_zero and v == 0))))
+
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        return self.get(key, default, f"one of {', '.join(map(repr, choices))}", lambda v: v in choices)
+
+    def string(self, key: str, default: Any) -> str:
+        return self.get(key, default, "a non-empty string", lambda v: isinstance(v, str) and v != "")
+
+
+_REQUIRED = object()
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_num(value: Any) -> bool:
+    return _is_int(value) or isinstance(value, float)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    kind = type(value).__name__
+    return f"{kind} {text[:60] + '...' if len(text) > 60 else text}"
+
+
+def build(raw: Mapping[str, Any], path: Path, origin: str | None = None) -> Spec:
+    """Validate a parsed TOML document; `path` anchors relative paths."""
+    origin = origin or str(path)
+    top = _Table(raw, origin, "top level", ("problem", "sandbox", "features", "search", "prompt"))
+    if "problem" not in raw:
+        raise SpecError(f"{origin}: [problem] table is missing (it needs program, scorer and objectives)")
+    problem = _problem(_Table(raw["problem"], origin, "problem", PROBLEM_KEYS), path)
+    features_raw = top.get("features", {}, "a table of [features.NAME] tables", lambda v: isinstance(v, Mapping))
+    features = tuple(_feature(name, table, origin, problem) for name, table in features_raw.items())
+    return Spec(
+        path=path,
+        problem=problem,
+        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", tuple(Sandbox.__annotations__))),
+        features=features,
+        search=_search(_Table(raw.get("search", {}), origin, "search", tuple(Search.__annotations__))),
+        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", tuple(Prompt.__annotations__))),
+        raw=copy.deepcopy(dict(raw)),
+    )
+
+
+def _problem(t: _Table, path: Path) -> Problem:
+    programs = t.get(
+        "program", _REQUIRED, "a path or a non-empty list of paths",
+        lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and v and all(isinstance(p, str) for p in v)),
+    )
+    resolved = tuple((path.parent / p).resolve() for p in ([programs] if isinstance(programs, str) else programs))
+    for program in resolved:
+        if not program.is_file():
+            t.fail("program", "an existing file (relative to the spec)", str(program))
+    objectives = t.get(
+        "objectives", _REQUIRED, "a non-empty list of distinct names",
+        lambda v: isinstance(v, list) and v and all(isinstance(o, str) and o for o in v) and len(set(v)) == len(v),
+    )
+    weights = t.get(
+        "weights", [1.0] * len(objectives), f"a list of {len(objectives)} non-negative numbers with a positive sum",
+        lambda v: isinstance(v, list) and len(v) == len(objectives) and all(_is_num(w) and w >= 0 for w in v) and sum(v) > 0,
+    )
+    return Problem(
+        name=t.string("name", path.parent.name or path.stem),
+        programs=resolved,
+        scorer=_scorer(t, path),
+        objectives=tuple(objectives),
+        weights=tuple(float(w) for w in weights),
+    )
+
+
+def _scorer(t: _Table, path: Path) -> str:
+    expected = "'path.py:function' or 'package.module:function'"
+    ref = t.get("scorer", _REQUIRED, expected, lambda v: isinstance(v, str) and v.count(":") >= 1)
+    target, _, function = ref.rpartition(":")
+    if not _IDENT.match(function) or not target:
+        t.fail("scorer", expected, ref)
+    if target.endswith(".py") or "/" in target:
+        file = (path.parent / target).resolve()
+        if not file.is_file():
+            t.fail("scorer", "an existing scorer file (relative to the spec)", str(file))
+        return f"{file}:{function}"
+    if not _MODULE.match(target):
+        t.fail("scorer", expected, ref)
+    return ref
+
+
+def _sandbox(t: _Table) -> Sandbox:
+    d = Sandbox()
+    return Sandbox(
+        isolation=t.choice("isolation", d.isolation, ISOLATIONS),
+        timeout=t.number("timeout", d.timeout),
+        memory_mb=t.integer("memory_mb", d.memory_mb, low=16),
+        workers=t.integer("workers", d.workers, low=1),
+        cpu_seconds=t.number("cpu_seconds", d.cpu_seconds, allow_zero=True),
+        max_processes=t.integer("max_processes", d.max_processes, low=1),
+        output_bytes=t.integer("output_bytes", d.output_bytes),
+    )
+
+
+def _feature(name: str, raw: Any, origin: str, problem: Problem) -> Feature:
+    t = _Table(raw, origin, f"features.{name}", tuple(Feature.__annotations__)[1:])
+    if name in problem.objectives:
+        default_source = f"objective:{name}"
+    elif name in ("length", "code_length"):
+        default_source = "code_length"
+    else:
+        default_source = f"scorer:{name}"
+    declared = [f"objective:{o}" for o in problem.objectives]
+    source = t.get(
+        "source", default_source, f"'code_length', 'scorer:<key>' or one of {declared}",
+        lambda v: isinstance(v, str)
+        and (v == "code_length" or v in declared or (v.startswith("scorer:") and len(v) > len("scorer:"))),
+    )
+    default_range = [0, 2000] if source == "code_length" else [0.0, 1.0]
+    low_high = t.get(
+        "range", default_range, "[low, high] with low < high",
+        lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_num, v)) and v[0] < v[1],
+    )
+    return Feature(name, source, (float(low_high[0]), float(low_high[1])), t.integer("bins", 10, low=1))
+
+
+def _search(t: _Table) -> Search:
+    d = Search()
+    islands = t.integer("islands", d.islands, low=1)
+    topology = t.get(
+        "topology", d.topology, f"one of {', '.join(map(repr, TOPOLOGIES))} or a list of [a, b] island pairs (< {islands})",
+        lambda v: v in TOPOLOGIES or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
+    )
+    target = t.get("target", None, "a number", _is_num)
+    return Search(
+        islands=islands,
+        topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
+        migration_interval=t.integer("migration_interval", d.migration_interval, low=1),
+        migration_size=t.integer("migration_size", d.migration_size),
+        reset_interval=t.integer("reset_interval", d.reset_interval),
+        selection=t.choice("selection", d.selection, SELECTIONS),
+        parents=t.integer("parents", d.parents, low=1),
+        inspirations=t.integer("inspirations", d.inspirations),
+        samples_per_prompt=t.integer("samples_per_prompt", d.samples_per_prompt, low=1),
+        iterations=t.integer("iterations", d.iterations, low=1),
+        target=None if target is None else float(target),
+    )
+
+
+def _is_edge(edge: Any, islands: int) -> bool:
+    return isinstance(edge, list) and len(edge) == 2 and all(_is_int(i) and 0 <= i < islands for i in edge)
+
+
+def _prompt(t: _Table) -> Prompt:
+    d = Prompt()
+    return Prompt(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)))

@@ -1,0 +1,80 @@
+"""Scorer for the function-minimization example: one objective per test function, each in
+[0, 1] (1 = the global minimum found), averaged over a few seeds."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+
+DIM, BUDGET, SEEDS = 5, 1000, (0, 1, 2)
+
+
+def sphere(x):
+    return float(np.sum(x**2))
+
+
+def rastrigin(x):
+    return float(10 * len(x) + np.sum(x**2 - 10 * np.cos(2 * np.pi * x)))
+
+
+def rosenbrock(x):
+    return float(np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2))
+
+
+def ackley(x):
+    n = len(x)
+    return float(
+        -20 * np.exp(-0.2 * np.sqrt(np.sum(x**2) / n)) - np.exp(np.sum(np.cos(2 * np.pi * x)) / n) + 20 + math.e
+    )
+
+
+# name: (function, bounds, the gap to the minimum (0) that scores 0.5)
+PROBLEMS = {
+    "sphere": (sphere, (-5.0, 5.0), 1.0),
+    "rastrigin": (rastrigin, (-5.12, 5.12), 10.0),
+    "rosenbrock": (rosenbrock, (-2.0, 2.0), 10.0),
+    "ackley": (ackley, (-32.0, 32.0), 5.0),
+}
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def _counted(f, budget):
+    calls = [0]
+
+    def wrapped(x):
+        calls[0] += 1
+        if calls[0] > budget:
+            raise BudgetExceeded(f"more than {budget} calls")
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (DIM,) or not np.all(np.isfinite(x)):
+            raise ValueError(f"expected a finite point of shape ({DIM},), got {x.shape}")
+        return f(x)
+
+    return wrapped, calls
+
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.minimize
+
+
+def evaluate(path):
+    minimize = _load(path)
+    scores, calls_used = {}, []
+    for name, (f, (low, high), half) in PROBLEMS.items():
+        values = []
+        for seed in SEEDS:
+            wrapped, calls = _counted(f, BUDGET)
+            x = np.clip(np.asarray(minimize(wrapped, DIM, (low, high), BUDGET, np.random.default_rng(seed)), float), low, high)
+            values.append(half / (half + max(0.0, f(x))))
+            calls_used.append(calls[0] / BUDGET)
+        scores[name] = float(np.mean(values))
+    scores["budget_used"] = float(np.mean(calls_used))
+    return scores
