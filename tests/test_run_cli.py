@@ -203,3 +203,37 @@ def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path):
     assert programs(out) == programs(reference)
     assert journal_rows(out) == journal_rows(reference)
     assert show(out)["best"] == show(reference)["best"]
+
+
+def test_resume_a_finished_run_with_a_larger_budget(problem, tmp_path):
+    out = tmp_path / "run"
+    assert evo("run", str(problem), "--policy", "mutate:", "--iterations", "4", "--out", str(out), "--quiet").returncode == 0
+    again = evo("run", "--resume", str(out), "--iterations", "7", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert "7 iterations" in again.stdout and show(out)["iterations"] == 7
+    conflicting = evo("run", str(problem), "--resume", str(out))
+    assert conflicting.returncode == 2 and "--resume" in conflicting.stderr
+
+
+def test_text_programs_are_evaluated_without_the_python_syntax_check(tmp_path):
+    from evo import spec as specs
+    from evo.run_dir import make_evaluator
+    from evo.text_evaluator import TextEvaluator
+
+    (tmp_path / "route.txt").write_text("maze\n# EVOLVE-BLOCK-START\nRRDD\n# EVOLVE-BLOCK-END\n")
+    (tmp_path / "score.py").write_text(
+        "def evaluate(path):\n    text = open(path).read()\n"
+        "    assert path.endswith('.txt') and 'x' in text\n    return {'r': text.count('x') / 4, 'len': len(text)}\n")
+    (tmp_path / "problem.toml").write_text(
+        '[problem]\nprogram = "route.txt"\nscorer = "score.py:evaluate"\nobjectives = ["r"]\n'
+        '[sandbox]\nisolation = "none"\n[features.len]\nsource = "scorer:len"\nrange = [0, 100]\n')
+    spec = specs.load(tmp_path / "problem.toml")
+    evaluator = make_evaluator(spec, "process")
+    try:
+        assert isinstance(evaluator, TextEvaluator)
+        good = evaluator.evaluate("maze\n# EVOLVE-BLOCK-START\nxxxx  yy\n# EVOLVE-BLOCK-END\n")
+        assert good.ok and good.scores.tolist() == [1.0] and good.extras["len"] > 10
+        bad = evaluator.evaluate("no route\n")
+        assert bad.failure.kind == "exception" and "AssertionError" in bad.failure.message
+    finally:
+        evaluator.close()
