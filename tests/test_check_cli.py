@@ -1,0 +1,72 @@
+"""`evo check` through the installed console script, in a real subprocess."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "function_minimization"
+EVO = shutil.which("evo") or pytest.skip("the evo console script is not installed", allow_module_level=True)
+
+
+def evo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([EVO, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    for name in ("spec.toml", "initial.py", "score.py"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    return tmp_path
+
+
+def test_check_prints_vector_scalar_and_features():
+    result = evo("check", str(EXAMPLE / "spec.toml"))
+    assert result.returncode == 0, result.stderr
+    lines = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
+    assert set(lines["scores"].split()) and all(f"{n}=" in lines["scores"] for n in ("sphere", "rastrigin", "rosenbrock", "ackley"))
+    assert 0 < float(lines["scalar"]) < 1 and "length=" in lines["features"]
+
+
+def test_check_json_shape(copy):
+    result = evo("check", "--json", "spec.toml", cwd=copy)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert list(report["scores"]) == ["sphere", "rastrigin", "rosenbrock", "ackley"]
+    assert report["scalar"] == pytest.approx(sum(report["scores"].values()) / 4)
+    assert report["features"]["length"] == len((copy / "initial.py").read_text())
+    assert report["features"]["rastrigin"] == report["scores"]["rastrigin"]
+
+
+def test_a_typo_is_one_line_and_exit_2(copy):
+    spec = copy / "spec.toml"
+    spec.write_text(spec.read_text().replace("timeout = 20.0", "timout = 20.0"))
+    result = evo("check", str(spec))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+    assert "[sandbox] unknown key 'timout' (did you mean 'timeout'?)" in result.stderr and str(spec) in result.stderr
+
+
+def test_a_failing_initial_program_exits_1(copy):
+    (copy / "initial.py").write_text("def minimize(f, dim, bounds, budget, rng):\n    raise RuntimeError('broken on purpose')\n")
+    result = evo("check", "--json", str(copy / "spec.toml"))
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == {"error": {"kind": "exception", "message": json.loads(result.stdout)["error"]["message"]}}
+    assert "RuntimeError: broken on purpose" in result.stdout
+    text = evo("check", str(copy / "spec.toml"))
+    assert text.returncode == 1 and "failed    exception: RuntimeError: broken on purpose" in text.stdout
+
+
+def test_a_broken_scorer_is_a_usage_error(copy):
+    (copy / "score.py").write_text("import no_such_module_xyz\n")
+    result = evo("check", str(copy / "spec.toml"))
+    assert result.returncode == 2 and "No module named 'no_such_module_xyz'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_lists_check():
+    result = subprocess.run([sys.executable, "-m", "evo", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "check" in result.stdout

@@ -1,0 +1,189 @@
+"""The sandbox with real zygote processes: both isolation modes, limits, concurrency."""
+
+import os
+import signal
+import socket
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from evo import spec
+from evo.errors import UserError
+from evo.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = """
+import importlib.util, json
+
+def evaluate(path):
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.result() if hasattr(module, "result") else {"a": 1.0, "b": 0.5}
+"""
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root")
+
+
+def scorer(tmp_path: Path, body: str = RUNNER, name: str = "score.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return f"{path}:evaluate"
+
+
+def sandbox(tmp_path: Path, namespaces: str = "off", body: str = RUNNER, **limits) -> Sandbox:
+    limits = {"workers": 1, "timeout": 5.0, "memory_mb": 256, **limits}
+    return Sandbox(scorer(tmp_path, body), ("a", "b"), spec.Sandbox(**limits), namespaces=namespaces)
+
+
+def descendants() -> list[psutil.Process]:
+    return psutil.Process().children(recursive=True)
+
+
+@pytest.mark.parametrize("mode", [pytest.param("on", marks=needs_root), "off"])
+def test_evaluates_and_captures_output(tmp_path, mode):
+    with sandbox(tmp_path, mode) as box:
+        assert box.mode == {"on": "namespaces", "off": "rlimits"}[mode]
+        code = "print('hello from the candidate')\ndef result():\n    return {'a': 0.25, 'b': 2, 'extra': 7}\n"
+        evaluation = box.evaluate(code)
+    assert evaluation.ok, evaluation.failure
+    assert np.array_equal(evaluation.scores, [0.25, 2.0]) and evaluation.scores.dtype == np.float64
+    assert evaluation.extras == {"extra": 7.0}
+    assert "hello from the candidate" in evaluation.output and evaluation.seconds > 0
+
+
+PROBE = """
+import os, socket
+def result():
+    try:
+        socket.create_connection(("127.0.0.1", PORT), timeout=2).close()
+        network = 1.0
+    except OSError:
+        network = 0.0
+    try:
+        open("/tmp/evo-probe-PORT", "w").close()
+        wrote_tmp = 1.0
+    except OSError:
+        wrote_tmp = 0.0
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    return {"a": 1, "b": 1, "uid": os.getuid(), "ppid": os.getppid(), "pids": len(pids),
+            "network": network, "wrote_tmp": wrote_tmp, "own_group": float(os.getpgid(0) == os.getpid())}
+"""
+
+
+@needs_root
+def test_namespaces_hide_network_processes_and_the_filesystem(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with sandbox(tmp_path, "on") as box:
+            evaluation = box.evaluate(PROBE.replace("PORT", str(port)))
+    assert evaluation.ok, evaluation.failure
+    e = evaluation.extras
+    assert e["network"] == 0.0  # a fresh network namespace: the host's listener is unreachable
+    assert e["wrote_tmp"] == 0.0 and not Path(f"/tmp/evo-probe-{port}").exists()
+    assert e["ppid"] == 1 and e["pids"] <= 3  # PID 1 is the zygote; the search is not visible
+    assert e["uid"] == 65534 and e["own_group"] == 1.0
+
+
+def test_fallback_confines_with_a_user_and_a_process_group(tmp_path):
+    with sandbox(tmp_path, "off") as box:
+        evaluation = box.evaluate(PROBE.replace("PORT", "9").replace("/tmp/evo-probe-9", str(ROOT / "probe")))
+    assert evaluation.ok, evaluation.failure
+    assert evaluation.extras["uid"] == (65534 if os.geteuid() == 0 else os.getuid())
+    assert evaluation.extras["own_group"] == 1.0
+    if os.geteuid() == 0:
+        assert evaluation.extras["wrote_tmp"] == 0.0 and not (ROOT / "probe").exists()
+
+
+def test_several_evaluations_in_flight(tmp_path):
+    slow = RUNNER.replace("def evaluate(path):", "def evaluate(path):\n    import time; time.sleep(0.6)")
+    with sandbox(tmp_path, body=slow, workers=3) as box:
+        start = time.monotonic()
+        futures = [box.submit(f"x = {i}") for i in range(3)]
+        results = [future.result() for future in futures]
+        elapsed = time.monotonic() - start
+    assert all(r.ok for r in results)
+    assert elapsed < 1.5, f"3 evaluations of 0.6 s took {elapsed:.2f} s on 3 workers"
+
+
+def test_wall_timeout_kills_and_the_sandbox_keeps_serving(tmp_path):
+    with sandbox(tmp_path, timeout=1.0) as box:
+        start = time.monotonic()
+        evaluation = box.evaluate("while True:\n    pass\n")
+        assert time.monotonic() - start < 4.0
+        assert evaluation.failure.kind == "timeout" and "wall-clock" in evaluation.failure.message
+        assert box.evaluate("x = 1").ok
+
+
+def test_cpu_time_limit_is_a_timeout(tmp_path):
+    with sandbox(tmp_path, timeout=30.0, cpu_seconds=1.0) as box:
+        evaluation = box.evaluate("while True:\n    pass\n")
+    assert evaluation.failure.kind == "timeout" and "CPU" in evaluation.failure.message
+
+
+def test_output_is_truncated(tmp_path):
+    with sandbox(tmp_path, output_bytes=1000) as box:
+        evaluation = box.evaluate("import sys\nfor _ in range(100):\n    sys.stdout.write('y' * 10000)\n")
+    assert evaluation.ok
+    kept, _, note = evaluation.output.partition("\n[...")
+    assert len(kept) == 1000 and "999000 more bytes of output dropped" in note
+
+
+def test_each_evaluation_gets_a_fresh_directory(tmp_path):
+    with sandbox(tmp_path) as box:
+        assert box.evaluate("open('left-behind.txt', 'w').write('x')").ok
+        listing = box.evaluate("import os\ndef result():\n    return {'a': len(os.listdir('.')), 'b': float('left-behind.txt' in os.listdir('.'))}")
+    assert listing.ok, listing.failure
+    assert listing.scores[1] == 0.0 and not any(tmp_path.rglob("left-behind.txt"))
+
+
+def test_scorer_problems_are_one_line_user_errors(tmp_path):
+    with pytest.raises(UserError, match="cannot import scorer .*ZeroDivisionError") as info:
+        sandbox(tmp_path, body="1 / 0\n")
+    assert "\n" not in str(info.value)
+    with pytest.raises(UserError, match="has no function 'evaluate'"):
+        sandbox(tmp_path, body="def other(path):\n    return [1, 1]\n")
+    assert descendants() == []
+
+
+def test_a_dead_worker_is_replaced(tmp_path):
+    with sandbox(tmp_path) as box:
+        assert box.evaluate("x = 1").ok
+        zygote = box._workers[0].proc
+        os.killpg(zygote.pid, signal.SIGKILL)
+        zygote.wait()
+        evaluation = box.evaluate("x = 2")
+        assert evaluation.ok and box._workers[0].proc.pid != zygote.pid
+
+
+def test_syntax_errors_never_reach_a_worker(tmp_path):
+    with sandbox(tmp_path) as box:
+        evaluation = box.evaluate("def broken(:\n")
+    assert evaluation.failure.kind == "syntax" and "line 1" in evaluation.failure.message
+    assert evaluation.seconds == 0.0
+
+
+def test_isolation_none_runs_in_process(tmp_path):
+    with sandbox(tmp_path, isolation="none") as box:
+        assert box.mode == "none" and descendants() == []
+        ok = box.evaluate("def result():\n    return [0.5, 0.5]\n")
+        raised = box.evaluate("raise ValueError('nope')\n")
+        bad = box.evaluate("def result():\n    return [0.5]\n")
+    assert ok.ok and ok.scores.tolist() == [0.5, 0.5]
+    assert raised.failure.kind == "exception" and "ValueError: nope" in raised.failure.message
+    assert bad.failure.kind == "bad_output"
+
+
+def test_from_spec_runs_the_example_and_close_leaves_nothing(tmp_path):
+    example = spec.load(ROOT / "examples" / "function_minimization" / "spec.toml")
+    box = Sandbox.from_spec(example.override({"sandbox.workers": 1}))
+    scratch = box._scratch
+    evaluation = box.evaluate(example.problem.program.read_text())
+    assert evaluation.ok, evaluation.failure
+    assert evaluation.scores.shape == (4,) and np.all((evaluation.scores > 0) & (evaluation.scores < 1))
+    assert "budget_used" in evaluation.extras
+    box.close()
+    assert descendants() == [] and not scratch.exists()
