@@ -1,1 +1,64 @@
-"""Policies: `load(uri)` returns a Policy (see evo/policies/base.py)."""
+"""Policies: `load(uri)` returns a Policy (see evo/policies/base.py).
+
+    local:PATH          a Hugging Face causal-LM directory, or the name of a shipped checkpoint
+    openai:URL#MODEL    an OpenAI-compatible server (options: ;chat ;logprobs ;token_ids ;concurrency=N ;timeout=S ;retries=N)
+    vllm:PATH           vLLM's in-process engine (needs the `vllm` extra)
+    mutate:             random AST edits of the parent program (options: mutate:max_edits=N)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evo.errors import UserError
+from evo.policies.base import Completion, Policy
+
+CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
+SCHEMES = ("local", "openai", "vllm", "mutate")
+
+
+def shipped_checkpoints() -> list[str]:
+    """Names of the checkpoints shipped in evo/checkpoints/ (directories with a config.json)."""
+    if not CHECKPOINTS.is_dir():
+        return []
+    return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
+
+
+def resolve_checkpoint(name: str) -> Path:
+    """An existing directory, else a shipped checkpoint of that name; one-line error otherwise."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
+        return path
+    if name and "/" not in name and (CHECKPOINTS / name / "config.json").is_file():
+        return CHECKPOINTS / name
+    shipped = ", ".join(shipped_checkpoints()) or "none"
+    raise UserError(f"no model directory {name!r} and no shipped checkpoint of that name (shipped: {shipped})")
+
+
+def load(uri: str, **options) -> Policy:
+    """Build the policy a URI names; `options` go to its constructor (e.g. device="cpu")."""
+    scheme, sep, rest = uri.partition(":")
+    if not sep or scheme not in SCHEMES:
+        raise UserError(f"unknown policy {uri!r}; use local:PATH, openai:URL#MODEL, vllm:PATH or mutate:")
+    if scheme == "local":
+        from evo.policies.local import LocalPolicy
+
+        return LocalPolicy(resolve_checkpoint(rest), **options)
+    if scheme == "openai":
+        from evo.policies.openai import OpenAIPolicy, parse_uri
+
+        policy = OpenAIPolicy(parse_uri(rest))
+        policy.check()
+        return policy
+    if scheme == "vllm":
+        from evo.policies.vllm_engine import VLLMPolicy
+
+        return VLLMPolicy(resolve_checkpoint(rest), **options)
+    from evo.policies.mutate import MutatePolicy, parse_options
+
+    return MutatePolicy(parse_options(rest))
+
+
+__all__ = ["Completion", "Policy", "load", "resolve_checkpoint", "shipped_checkpoints"]

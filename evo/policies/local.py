@@ -1,0 +1,197 @@
+"""`local:` policy: a Hugging Face causal LM run in-process, with a batched KV-cache sampler.
+
+`Sampler(model, tokenizer)` works on any in-memory model (the trainer's rollouts use it);
+`LocalPolicy(path)` loads a checkpoint directory and wraps a Sampler.
+
+The loop does one model call per new token and nothing else heavy: the prompt is prefilled
+once per distinct prompt and the cache is then repeated n times, the attention mask and the
+output buffers are preallocated, and stop strings are checked on a short tail of tokens.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evo.errors import UserError
+from evo.policies.base import Completion
+from evo.policies.sampling import first_stop, sample_next, tokens_through_stop
+
+Prompts = Sequence[str] | Sequence[Sequence[int]]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A sampled batch as tensors; row i * n + j is sample j of prompt i."""
+
+    prompt_ids: torch.Tensor  # [B, P] left-padded with the pad id
+    prompt_mask: torch.Tensor  # [B, P] 1 on real prompt tokens
+    completion_ids: torch.Tensor  # [B, T] right-padded; includes eos / the stop-completing token
+    completion_mask: torch.Tensor  # [B, T] 1 on completion tokens
+    logprobs: torch.Tensor  # [B, T] sampling-distribution log-probs, 0 under the mask
+    completions: list[list[Completion]]  # [prompts][n]
+
+
+@dataclass
+class _Batch:
+    tokens: torch.Tensor
+    logprobs: torch.Tensor
+    lengths: torch.Tensor  # completion length per row (until eos / stop / the end)
+    stopped: torch.Tensor  # finished by eos or a stop string
+
+
+class Sampler:
+    """Batched sampling from an in-memory causal LM (CPU or CUDA, the model's device)."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        eos = model.generation_config.eos_token_id if getattr(model, "generation_config", None) else None
+        eos = tokenizer.eos_token_id if eos is None else eos
+        self.eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (eos,)
+        self.context = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+        # transformers 5.2x renamed `past_key_values` to `cache` (argument and output field).
+        self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def sample(self, prompts: Prompts, *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
+               top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = (),
+               ignore_eos: bool = False) -> Rollout:
+        """Sample n completions for each prompt (strings, or token-id lists used as given).
+
+        `ignore_eos` keeps sampling past the end-of-sequence token (benchmarks)."""
+        if n < 1 or max_new_tokens < 1:
+            raise UserError(f"need n >= 1 and max_new_tokens >= 1 (got n={n}, max_new_tokens={max_new_tokens})")
+        ids = self._encode(prompts)
+        prompt_ids, prompt_mask = self._left_pad(ids)
+        max_new = self._room(prompt_ids.shape[1], max_new_tokens)
+        generator = None
+        if seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+        with torch.inference_mode():
+            batch = self._decode_loop(prompt_ids, prompt_mask, n, max_new, temperature, top_p, generator, stop,
+                                      () if ignore_eos else self.eos_ids)
+        return self._finish(prompt_ids.repeat_interleave(n, 0), prompt_mask.repeat_interleave(n, 0), batch,
+                            n, max_new, stop)
+
+    def _encode(self, prompts: Prompts) -> list[list[int]]:
+        if not prompts:
+            raise UserError("no prompts to sample from")
+        if isinstance(prompts[0], str):
+            return [list(x) for x in self.tokenizer(list(prompts), add_special_tokens=True).input_ids]
+        return [list(p) for p in prompts]
+
+    def _left_pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(x) for x in ids)
+        tokens = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        for row, x in enumerate(ids):
+            if x:
+                tokens[row, width - len(x):] = torch.tensor(x, dtype=torch.long)
+                mask[row, width - len(x):] = 1
+        return tokens.to(self.device), mask.to(self.device)
+
+    def _room(self, prompt_len: int, max_new_tokens: int) -> int:
+        if self.context is None:
+            return max_new_tokens
+        if prompt_len >= self.context:
+            raise UserError(f"prompt of {prompt_len} tokens does not fit the model's context of "
+                            f"{self.context} tokens; shorten the prompt")
+        return min(max_new_tokens, self.context - prompt_len)
+
+    def _decode_loop(self, prompt_ids, prompt_mask, n, max_new, temperature, top_p, generator, stop,
+                     eos_ids: tuple[int, ...]) -> _Batch:
+        rows, width = prompt_ids.shape[0] * n, prompt_ids.shape[1]
+        padded = bool((prompt_mask == 0).any())
+        position = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=prompt_ids, attention_mask=prompt_mask if padded else None,
+                         position_ids=position, use_cache=True, logits_to_keep=1)
+        cache, logits = getattr(out, self.cache_arg), out.logits[:, -1]
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits = logits.repeat_interleave(n, 0)
+        mask = torch.ones((rows, width + max_new), dtype=torch.long, device=self.device)
+        mask[:, :width] = prompt_mask.repeat_interleave(n, 0)
+        next_position = position[:, -1].repeat_interleave(n, 0)[:, None] + 1
+        tokens = torch.full((rows, max_new), self.pad_id, dtype=torch.long, device=self.device)
+        logprobs = torch.zeros((rows, max_new), dtype=torch.float32, device=self.device)
+        done = torch.zeros(rows, dtype=torch.bool, device=self.device)
+        lengths = torch.full((rows,), max_new, dtype=torch.long, device=self.device)
+        eos = torch.tensor(eos_ids, dtype=torch.long, device=self.device)
+        window = max((len(s) for s in stop), default=0) + 8
+        for t in range(max_new):
+            tok, lp = sample_next(logits, temperature, top_p, generator)
+            tokens[:, t] = tok.masked_fill(done, self.pad_id)
+            logprobs[:, t] = lp.masked_fill(done, 0.0)
+            ended = ~done & (torch.isin(tok, eos) | self._hit_stop(tokens, t, window, stop, done))
+            lengths = torch.where(ended, t + 1, lengths)
+            done |= ended
+            if t + 1 == max_new or bool(done.all()):
+                break
+            out = self.model(input_ids=tokens[:, t:t + 1], attention_mask=mask[:, :width + t + 1] if padded else None,
+                             position_ids=next_position + t, use_cache=True, **{self.cache_arg: cache})
+            logits = out.logits[:, -1]
+        return _Batch(tokens, logprobs, lengths, done)
+
+    def _hit_stop(self, tokens: torch.Tensor, t: int, window: int, stop: Sequence[str], done: torch.Tensor) -> torch.Tensor:
+        hit = torch.zeros_like(done)
+        if not stop:
+            return hit
+        live = (~done).nonzero()[:, 0].tolist()
+        tails = self.tokenizer.batch_decode(tokens[live, max(0, t + 1 - window):t + 1].tolist(), skip_special_tokens=True)
+        for row, text in zip(live, tails):
+            hit[row] = first_stop(text, stop) >= 0
+        return hit
+
+    def _finish(self, prompt_ids, prompt_mask, batch: _Batch, n: int, max_new: int, stop: Sequence[str]) -> Rollout:
+        lengths = batch.lengths.tolist()
+        token_rows = batch.tokens.tolist()
+        lp_rows = batch.logprobs.tolist()
+        stopped = batch.stopped.tolist()
+        completions: list[Completion] = []
+        for row, length in enumerate(lengths):
+            ids = token_rows[row][:length]
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            cut = first_stop(text, stop) if stop else -1
+            if cut >= 0:
+                length = tokens_through_stop(ids, cut, stop, self._decode)
+                ids, text, lengths[row] = ids[:length], text[:cut], length
+            finish = "stop" if stopped[row] or cut >= 0 else "length"
+            completions.append(Completion(text, tuple(ids), tuple(lp_rows[row][:length]), finish))
+        keep = torch.arange(max_new, device=self.device)[None, :] < torch.tensor(lengths, device=self.device)[:, None]
+        mask = keep[:, : batch.tokens.shape[1]].long()
+        grouped = [completions[i:i + n] for i in range(0, len(completions), n)]
+        return Rollout(prompt_ids, prompt_mask, batch.tokens.masked_fill(mask == 0, self.pad_id), mask,
+                       batch.logprobs * mask, grouped)
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+class LocalPolicy:
+    """A Policy over a Hugging Face causal-LM directory (`local:PATH`)."""
+
+    def __init__(self, path: str | Path, device: str | None = None, dtype: str = "auto") -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+        except (OSError, ValueError) as exc:
+            raise UserError(f"cannot load a causal LM from {path}: {str(exc).splitlines()[0]}") from exc
+        self.path = Path(path)
+        self.sampler = Sampler(model, tokenizer)
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
+        return self.sampler.sample(prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+                                   top_p=top_p, seed=seed, stop=stop).completions

@@ -1,0 +1,204 @@
+"""`mutate:` policy: random AST-level edits of the parent program, no model at all.
+
+The parent is the LAST fenced ```python block in the prompt. Only the lines between
+EVOLVE-BLOCK-START and EVOLVE-BLOCK-END change when those markers are present (otherwise the
+whole program). Every completion is one fenced block holding the whole edited program, and
+always parses as Python.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evo.errors import UserError
+from evo.policies.base import Completion
+
+FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+START, END = "EVOLVE-BLOCK-START", "EVOLVE-BLOCK-END"
+SWAPS: dict[type, tuple[type, ...]] = {
+    ast.Add: (ast.Sub, ast.Mult), ast.Sub: (ast.Add,), ast.Mult: (ast.Add, ast.Div, ast.FloorDiv),
+    ast.Div: (ast.Mult, ast.FloorDiv), ast.FloorDiv: (ast.Div, ast.Mult), ast.Mod: (ast.FloorDiv,),
+    ast.Pow: (ast.Mult,), ast.Lt: (ast.LtE, ast.Gt), ast.LtE: (ast.Lt, ast.GtE), ast.Gt: (ast.GtE, ast.Lt),
+    ast.GtE: (ast.Gt, ast.LtE), ast.Eq: (ast.NotEq,), ast.NotEq: (ast.Eq,), ast.And: (ast.Or,), ast.Or: (ast.And,),
+    ast.BitAnd: (ast.BitOr,), ast.BitOr: (ast.BitAnd, ast.BitXor), ast.BitXor: (ast.BitOr,),
+}
+
+
+@dataclass(frozen=True)
+class MutateConfig:
+    max_edits: int = 3  # each completion applies 1..max_edits random edits
+    scale: float = 0.5  # numeric constants move by a factor in [1 - scale, 1 + scale] (or +-1 for ints)
+
+
+def parent_program(prompt: str) -> str | None:
+    """The last fenced python block in the prompt, or None."""
+    blocks = FENCE.findall(prompt)
+    return blocks[-1] if blocks else None
+
+
+def split_block(program: str) -> tuple[str, str, str]:
+    """(head, editable, tail): the editable lines lie strictly between the EVOLVE markers."""
+    lines = program.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if START in line), None)
+    end = next((i for i, line in enumerate(lines) if END in line and start is not None and i > start), None)
+    if start is None or end is None:
+        return "", program, ""
+    return "".join(lines[: start + 1]), "".join(lines[start + 1:end]), "".join(lines[end:])
+
+
+def mutate_source(source: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
+    """Apply 1..max_edits random edits to a Python source; returns the source unchanged if
+    nothing can be edited (or it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    for _ in range(rng.randint(1, max(1, config.max_edits))):
+        candidate = copy.deepcopy(tree)
+        edits = [e for e in (_perturb_constant, _swap_operator, _duplicate_statement, _delete_statement)
+                 if e(candidate, rng, config, dry=True)]
+        if not edits:
+            break
+        rng.choice(edits)(candidate, rng, config, dry=False)
+        try:
+            compile(ast.fix_missing_locations(candidate), "<mutant>", "exec")
+        except (SyntaxError, ValueError):
+            continue
+        tree = candidate
+    return ast.unparse(tree) + "\n"
+
+
+def mutate_program(program: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
+    """Edit only the EVOLVE block (keeping its indentation), or the whole program."""
+    head, body, tail = split_block(program)
+    if not head:
+        return mutate_source(program, rng, config)
+    indent = _common_indent(body)
+    edited = mutate_source(_dedent(body, indent), rng, config)
+    reindented = "".join(indent + line if line.strip() else line for line in edited.splitlines(keepends=True))
+    result = head + reindented + tail
+    try:
+        ast.parse(result)
+    except SyntaxError:
+        return program
+    return result
+
+
+class MutatePolicy:
+    """A Policy that edits the parent program in the prompt instead of asking a model."""
+
+    def __init__(self, config: MutateConfig = MutateConfig()) -> None:
+        self.config = config
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
+        rng = random.Random(seed)
+        out = []
+        for prompt in prompts:
+            parent = parent_program(prompt)
+            if parent is None:
+                out.append([Completion("", (), None, "stop") for _ in range(n)])
+                continue
+            out.append([Completion(f"```python\n{mutate_program(parent, rng, self.config)}```", (), None, "stop")
+                        for _ in range(n)])
+        return out
+
+
+def _constants(tree: ast.AST) -> list[ast.Constant]:
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)]
+
+
+def _perturb_constant(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:
+    nodes = _constants(tree)
+    if dry or not nodes:
+        return bool(nodes)
+    node = rng.choice(nodes)
+    if isinstance(node.value, int):
+        node.value = node.value + rng.choice((-1, 1)) * max(1, round(abs(node.value) * config.scale * rng.random()))
+    else:
+        value = node.value * (1.0 + config.scale * rng.uniform(-1.0, 1.0)) if node.value else rng.uniform(-1.0, 1.0)
+        node.value = float(f"{value:.4g}")
+    return True
+
+
+def _operators(tree: ast.AST) -> list[tuple[ast.AST, str, int | None]]:
+    sites: list[tuple[ast.AST, str, int | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign, ast.BoolOp)) and type(node.op) in SWAPS:
+            sites.append((node, "op", None))
+        elif isinstance(node, ast.Compare):
+            sites.extend((node, "ops", i) for i, op in enumerate(node.ops) if type(op) in SWAPS)
+    return sites
+
+
+def _swap_operator(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:
+    sites = _operators(tree)
+    if dry or not sites:
+        return bool(sites)
+    node, field, index = rng.choice(sites)
+    if index is None:
+        node.op = rng.choice(SWAPS[type(node.op)])()
+    else:
+        node.ops[index] = rng.choice(SWAPS[type(node.ops[index])])()
+    return True
+
+
+def _statement_lists(tree: ast.AST, min_len: int) -> list[list[ast.stmt]]:
+    lists = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and len(body) >= min_len and all(isinstance(s, ast.stmt) for s in body):
+                lists.append(body)
+    return lists
+
+
+def _duplicate_statement(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:
+    lists = _statement_lists(tree, 1)
+    if dry or not lists:
+        return bool(lists)
+    body = rng.choice(lists)
+    i = rng.randrange(len(body))
+    body.insert(i + 1, copy.deepcopy(body[i]))
+    return True
+
+
+def _delete_statement(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:
+    lists = _statement_lists(tree, 2)  # never empty a block
+    if dry or not lists:
+        return bool(lists)
+    body = rng.choice(lists)
+    del body[rng.randrange(len(body))]
+    return True
+
+
+def _common_indent(text: str) -> str:
+    indents = [line[: len(line) - len(line.lstrip())] for line in text.splitlines() if line.strip()]
+    if not indents:
+        return ""
+    shortest = min(indents, key=len)
+    return shortest if all(i.startswith(shortest) for i in indents) else ""
+
+
+def _dedent(text: str, indent: str) -> str:
+    return "".join(line[len(indent):] if line.startswith(indent) else line for line in text.splitlines(keepends=True))
+
+
+def parse_options(text: str) -> MutateConfig:
+    """`max_edits=3,scale=0.5` (both optional) -> MutateConfig; one-line error otherwise."""
+    fields: dict = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        if key not in ("max_edits", "scale"):
+            raise UserError(f"mutate: unknown option {key!r}; known: max_edits=N, scale=X")
+        try:
+            fields[key] = int(value) if key == "max_edits" else float(value)
+        except ValueError:
+            raise UserError(f"mutate: option {key} needs a number (got {value!r})") from None
+    return MutateConfig(**fields)

