@@ -20,6 +20,20 @@ def _task(name: str):
         raise UserError(str(error)) from None
 
 
+def save_checkpoint(model, tokenizer, out: Path, half: bool) -> None:
+    """Save the checkpoint; with `half`, the weights are stored as float16 (half the bytes)
+    but config.json keeps float32, so `from_pretrained(dtype="auto")` computes in float32."""
+    from evo import tiny
+
+    tiny.save(model.half() if half else model, tokenizer, out)
+    model.float()
+    config = json.loads((out / "config.json").read_text())
+    for key in ("dtype", "torch_dtype"):
+        if key in config:
+            config[key] = "float32"
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 @click.command()
 @click.option("--task", "task_name", required=True, help="Task family (see `evo tasks`).")
 @click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M) or micro (~5M).")
@@ -60,7 +74,7 @@ def command(task_name: str, size: str, arch: str, out_dir: str, steps: int, batc
     tokenizer = tiny.char_tokenizer()
     model = tiny.new_model(size, arch, tokenizer, context=context, seed=seed)
     out = Path(out_dir)
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     with tqdm(total=steps, desc=f"pretrain {task_name}", unit="step") as bar:
         def on_step(step: int, loss: float) -> None:
             bar.update(1)
@@ -69,15 +83,15 @@ def command(task_name: str, size: str, arch: str, out_dir: str, steps: int, batc
                 tiny.save(model, tokenizer, out)
 
         losses = train(model, tokenizer, task, config, on_step)
-    train_seconds = time.time() - started
-    tiny.save(model.half() if half else model, tokenizer, out)
-    model.float()
+    train_seconds, cpu_seconds = time.time() - started, time.process_time() - cpu_started
+    save_checkpoint(model, tokenizer, out, half)
     oracle = getattr(task, "oracle_best", None)
     quality = evaluate(model, tokenizer, task, task.instances("test", eval_instances, seed=seed),
                        samples=samples, max_new_tokens=max_new_tokens, oracle=oracle) if eval_instances else {}
     result = {
         "task": task_name, "size": size, "arch": arch, "params": tiny.param_count(model), "steps": steps,
         "batch_size": batch_size, "seed": seed, "threads": threads, "train_minutes": round(train_seconds / 60, 2),
+        "train_cpu_minutes": round(cpu_seconds / 60, 2),
         "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4), "out": str(out), **quality,
     }
     (out / "pretrain.json").write_text(json.dumps(result, indent=1) + "\n")

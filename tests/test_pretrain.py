@@ -1,0 +1,73 @@
+"""The supervised warm-up: a tiny real run of `evo pretrain`, learning, and the shipped checkpoint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tasks
+from evo import tiny
+from training.sft import SFTConfig, collate, encode, sample, score_completions, train
+
+SHIPPED = Path(__file__).resolve().parent.parent / "evo" / "checkpoints" / "maze-warmup"
+
+
+def test_collate_masks_the_prompt_and_padding():
+    tokenizer = tiny.char_tokenizer()
+    a, b = encode(tokenizer, "ab\n", "cd"), encode(tokenizer, "a\n", "c")
+    batch = collate([a, b], tokenizer.pad_token_id)
+    assert batch["input_ids"].shape == (2, 7)  # bos a b \n c d eos
+    assert batch["labels"][0].tolist()[:4] == [-100] * 4 and batch["labels"][0, -1] == tokenizer.eos_token_id
+    assert batch["labels"][1].tolist()[-2:] == [-100, -100] and batch["attention_mask"][1].sum() == 5
+
+
+@pytest.mark.slow
+def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
+    out = tmp_path / "ckpt"
+    done = subprocess.run(
+        [sys.executable, "-m", "evo", "pretrain", "--task", "maze", "--out", str(out), "--steps", "3",
+         "--batch-size", "4", "--pool", "4", "--eval-instances", "2", "--samples", "2",
+         "--max-new-tokens", "20", "--threads", "1", "--context", "256"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["steps"] == 3 and 0 <= result["parse_rate"] <= 1 and result["oracle_best"] > 0
+    assert "pretrain maze" in done.stderr  # the progress bar
+    from evo.policies import load
+
+    policy = load(f"local:{out}", device="cpu")
+    [[completion]] = policy.generate(["abc"], n=1, max_new_tokens=3, seed=0)
+    assert isinstance(completion.text, str)
+    assert json.loads((out / "config.json").read_text()).get("dtype", "float32") == "float32"
+
+
+@pytest.mark.slow
+def test_sft_lowers_the_loss():
+    torch.set_num_threads(1)
+    tokenizer = tiny.char_tokenizer()
+    model = tiny.new_model("nano", "gpt2", tokenizer, context=256)
+    losses = train(model, tokenizer, tasks.get("maze"), SFTConfig(steps=40, batch_size=8, pool=16, lr=3e-3, warmup=5, threads=1))
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHIPPED / "config.json").is_file(), reason="no shipped maze-warmup checkpoint")
+def test_shipped_warmup_answers_held_out_mazes():
+    torch.set_num_threads(1)
+    model, tokenizer = tiny.load(SHIPPED)
+    task = tasks.get("maze")
+    parsed = reached = total = 0
+    for i, instance in enumerate(task.instances("test", 6, seed=11)):
+        texts = sample(model, tokenizer, [task.prompt(instance, 1)], 8, 60, temperature=1.0, seed=i)[0]
+        rows, ok = score_completions(task, instance, texts, 1)
+        parsed, reached, total = parsed + ok, reached + int((rows[:, 0] > 0).sum()), total + len(texts)
+    assert parsed / total >= 0.85 and reached / total >= 0.6, (parsed / total, reached / total)
+    texts = sample(model, tokenizer, [task.prompt(instance, 3)], 4, 160, temperature=1.0, seed=0)[0]
+    assert sum(score_completions(task, instance, texts, 3)[1] for _ in [0]) >= 2  # the 3-route template
