@@ -11,15 +11,14 @@ from __future__ import annotations
 import ast
 import copy
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo.errors import UserError
 from evo.policies.base import Completion
+from evo.program import MarkerError, split
+from evo.prompts import fenced_code
 
-FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
-START, END = "EVOLVE-BLOCK-START", "EVOLVE-BLOCK-END"
 SWAPS: dict[type, tuple[type, ...]] = {
     ast.Add: (ast.Sub, ast.Mult), ast.Sub: (ast.Add,), ast.Mult: (ast.Add, ast.Div, ast.FloorDiv),
     ast.Div: (ast.Mult, ast.FloorDiv), ast.FloorDiv: (ast.Div, ast.Mult), ast.Mod: (ast.FloorDiv,),
@@ -37,18 +36,7 @@ class MutateConfig:
 
 def parent_program(prompt: str) -> str | None:
     """The last fenced python block in the prompt, or None."""
-    blocks = FENCE.findall(prompt)
-    return blocks[-1] if blocks else None
-
-
-def split_block(program: str) -> tuple[str, str, str]:
-    """(head, editable, tail): the editable lines lie strictly between the EVOLVE markers."""
-    lines = program.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if START in line), None)
-    end = next((i for i, line in enumerate(lines) if END in line and start is not None and i > start), None)
-    if start is None or end is None:
-        return "", program, ""
-    return "".join(lines[: start + 1]), "".join(lines[start + 1:end]), "".join(lines[end:])
+    return fenced_code(prompt)
 
 
 def mutate_source(source: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
@@ -75,13 +63,16 @@ def mutate_source(source: str, rng: random.Random, config: MutateConfig = Mutate
 
 def mutate_program(program: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
     """Edit only the EVOLVE block (keeping its indentation), or the whole program."""
-    head, body, tail = split_block(program)
-    if not head:
+    try:
+        parts = split(program)
+    except MarkerError:
+        parts = None
+    if parts is None or not parts.has_markers:
         return mutate_source(program, rng, config)
-    indent = _common_indent(body)
-    edited = mutate_source(_dedent(body, indent), rng, config)
+    indent = _common_indent(parts.block)
+    edited = mutate_source(_dedent(parts.block, indent), rng, config)
     reindented = "".join(indent + line if line.strip() else line for line in edited.splitlines(keepends=True))
-    result = head + reindented + tail
+    result = parts.with_block(reindented).text
     try:
         ast.parse(result)
     except SyntaxError:
