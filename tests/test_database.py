@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from evo.database import Database, DatabaseConfig, FeatureConfig, normalized_hash, pareto_mask, topology
+from evo.database.matrix import MemberMatrix
+from evo.selection.population import signature_keys
 from evo.errors import UserError
 from evo.scores import Evaluation
 
@@ -192,8 +194,12 @@ def test_reopening_rebuilds_identical_state(tmp_path, seed):
         again.close()
     assert db.iteration > 5 and any(e["kind"] == "reset" for e in db.store.events())
     assert any(p.removed is not None for p in db.programs.values())
-    parents, _ = Database.open(tmp_path).sample(0, np.random.default_rng(5))
-    assert parents == [] or all(p.island == 0 and p.member for p in parents)
+    reopened = Database.open(tmp_path)
+    for island in range(cfg.islands):  # the same members in the same order: the same draws
+        live = db.sample(island, np.random.default_rng(island))
+        again = reopened.sample(island, np.random.default_rng(island))
+        assert [[p.id for p in group] for group in live] == [[p.id for p in group] for group in again]
+        assert all(p.island == island and p.member for p in live[0] + live[1])
 
 
 def test_run_metadata_and_events_survive_reopening(tmp_path):
@@ -242,3 +248,37 @@ def test_pareto_mask_matches_brute_force(vectors, block):
     ge = (vectors[:, None, :] >= vectors[None, :, :]).all(axis=2)
     gt = (vectors[:, None, :] > vectors[None, :, :]).any(axis=2)
     assert np.array_equal(pareto_mask(vectors, block=block), ~(ge & gt).any(axis=0))
+
+
+def test_a_rolled_back_outer_transaction_leaves_memory_as_the_store(tmp_path):
+    db = Database.open(tmp_path, config(islands=2))
+    db.add(program(1), ok(0.5, 0.5), island=0)
+    before = db.state()
+    with pytest.raises(RuntimeError):
+        with db.store.transaction():  # how the loop commits an iteration's batch
+            db.add(program(2), ok(0.9, 0.9), island=1)
+            db.end_iteration()
+            raise RuntimeError("the loop failed mid-batch")
+    assert db.state() == before == Database.open(tmp_path).state()
+    db.add(program(2), ok(0.9, 0.9), island=1)  # and it carries on
+    assert db.best().code == program(2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3)), max_size=300))
+def test_member_matrix_follows_adds_and_removals(operations):
+    matrix, members, next_id = MemberMatrix(2, capacity=4), {}, 0
+    for add, value in operations:
+        if add or not members:
+            members[next_id] = np.array([value, -value], dtype=float)
+            matrix.add(next_id, members[next_id], length=value)
+            next_id += 1
+        else:
+            victim = sorted(members)[value % len(members)]
+            del members[victim]
+            matrix.remove(victim)
+    scores, keys, ids, lengths = matrix.view()
+    assert ids.tolist() == sorted(members)
+    assert np.array_equal(scores.reshape(-1, 2), np.array([members[i] for i in sorted(members)]).reshape(-1, 2))
+    assert np.array_equal(lengths, scores[:, 0])
+    assert not len(ids) or np.array_equal(keys, signature_keys(scores))

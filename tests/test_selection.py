@@ -175,6 +175,9 @@ def test_signatures_group_identical_rows(scores):
     pop = Population(scores)
     assert np.array_equal(pop.unique[pop.inverse], scores)
     assert len(np.unique(scores, axis=0)) == pop.u and pop.counts.sum() == len(scores)
+    assert np.array_equal(pop.inverse[pop.order], np.repeat(np.arange(pop.u), pop.counts))  # grouped
+    assert np.array_equal(pop.order, np.lexsort((np.arange(len(scores)), pop.inverse)))  # stable inside
+    assert np.array_equal(pop.starts, np.cumsum(pop.counts) - pop.counts)
 
 
 def test_user_errors_are_one_line():
@@ -195,3 +198,4 @@ def test_signature_hash_collisions_fall_back_to_an_exact_grouping(monkeypatch):
     monkeypatch.setattr(population, "_mix64", lambda x: np.zeros_like(x))  # every row collides
     pop = Population(scores)
     assert pop.u == len(np.unique(scores, axis=0)) and np.array_equal(pop.unique[pop.inverse], scores)
+    assert np.array_equal(pop.inverse[pop.order], np.repeat(np.arange(pop.u), pop.counts))

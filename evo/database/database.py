@@ -57,6 +57,7 @@ class Database:
         self.graph = topology(config.topology, config.islands, config.seed)
         self._lock = threading.RLock()
         self._load()
+        store.after_rollback = self._load  # a failed write leaves memory as the store is
 
     @classmethod
     def open(cls, path: Path | str, config: DatabaseConfig | None = None) -> "Database":
@@ -82,7 +83,7 @@ class Database:
 
     def _load(self) -> None:
         """(Re)build every in-memory index by replaying the store in id order."""
-        self.islands = [Island(i, self.grid) for i in range(self.config.islands)]
+        self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.islands)]
         self.programs: dict[int, Program] = {}
         self.seen: set[str] = set()
         self.archive = Archive(self.grid)
@@ -141,13 +142,9 @@ class Database:
             return self._write(write)
 
     def _write(self, work: Any) -> Any:
-        """Run `work` in one transaction; if anything fails, memory is rebuilt from the store."""
-        try:
-            with self.store.transaction():
-                return work()
-        except BaseException:
-            self._load()
-            raise
+        """Run `work` in one transaction (memory follows as it goes; a rollback rebuilds it)."""
+        with self.store.transaction():
+            return work()
 
     def _record(self, candidate: Candidate) -> Program:
         if not 0 <= candidate.island < len(self.islands):

@@ -9,6 +9,7 @@ import networkx as nx
 import numpy as np
 
 from evo.database.archive import Archive, Grid
+from evo.database.matrix import MemberMatrix
 from evo.database.records import Program
 from evo.errors import UserError
 from evo.selection import Population
@@ -39,8 +40,9 @@ def topology(kind: str | Sequence[Sequence[int]], islands: int, seed: int = 0) -
 class Island:
     """One island's population: its live members, their normalized hashes and its archive."""
 
-    def __init__(self, index: int, grid: Grid):
+    def __init__(self, index: int, grid: Grid, d: int):
         self.index = index
+        self.matrix = MemberMatrix(d)
         self.members: dict[int, Program] = {}  # id -> program, in insertion (id) order
         self.hashes: dict[str, int] = {}  # norm_hash -> id
         self.cells: dict[int, int] = {}  # id -> cell
@@ -54,6 +56,7 @@ class Island:
         self.hashes[program.norm_hash] = program.id
         self.cells[program.id] = cell
         self.archive.add(program.id, cell, program.scalar)
+        self.matrix.add(program.id, program.scores, len(program.code))
         heapq.heappush(self.worst, (program.scalar, program.id))
         self.version += 1
 
@@ -62,6 +65,7 @@ class Island:
             program = self.members.pop(program_id)
             del self.hashes[program.norm_hash]
             del self.cells[program_id]
+            self.matrix.remove(program_id)
         self.version += 1
 
     def clear(self) -> list[int]:
@@ -70,6 +74,7 @@ class Island:
         self.hashes.clear()
         self.cells.clear()
         self.archive.clear()
+        self.matrix.clear()
         self.worst.clear()
         self.version += 1
         return ids
@@ -77,11 +82,9 @@ class Island:
     def population(self, weights: Sequence[float]) -> tuple[Population, np.ndarray]:
         """The members' scores prepared for selection (cached until the island changes) and their ids."""
         if self._prepared is None or self._prepared[0] != self.version:
-            members = list(self.members.values())
-            scores = np.stack([p.scores for p in members])
-            lengths = np.array([len(p.code) for p in members], dtype=np.float64)
-            ids = np.array([p.id for p in members], dtype=np.int64)
-            self._prepared = (self.version, Population(scores, lengths=lengths, weights=np.asarray(weights)), ids)
+            scores, keys, ids, lengths = self.matrix.view()
+            population = Population(scores, lengths=lengths, weights=np.asarray(weights), keys=keys)
+            self._prepared = (self.version, population, ids)
         return self._prepared[1], self._prepared[2]
 
     def best(self) -> Program | None:

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -90,10 +90,15 @@ class Store:
             raise UserError(f"{self.path}: not a usable program database ({error})") from None
         self._lock = threading.RLock()
         self._depth = 0
+        self.after_rollback: Callable[[], None] | None = None  # e.g. rebuild an in-memory view
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One atomic, durable write; nested uses join the outer transaction."""
+        """One atomic, durable write; nested uses join the outer transaction.
+
+        When the outermost transaction fails (its COMMIT included), it is rolled back and
+        `after_rollback` runs.
+        """
         with self._lock:
             if self._depth:
                 self._depth += 1
@@ -106,12 +111,15 @@ class Store:
             self._depth = 1
             try:
                 yield
+                self._conn.execute("COMMIT")
             except BaseException:
-                self._depth = 0
-                self._conn.execute("ROLLBACK")
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if self.after_rollback is not None:
+                    self.after_rollback()
                 raise
-            self._depth = 0
-            self._conn.execute("COMMIT")
+            finally:
+                self._depth = 0
 
     def insert(self, programs: Iterable[Program]) -> list[int]:
         """Insert rows (their `id` is ignored) and return the new ids, in order."""

@@ -30,12 +30,13 @@ REGISTRY: dict[str, Callable[..., np.ndarray]] = {
     "dirichlet": dirichlet,
 }
 NAMES = tuple(REGISTRY)
+_OPTIONS = {name: tuple(inspect.signature(strategy).parameters)[3:] for name, strategy in REGISTRY.items()}
 
 
 def options_of(name: str) -> tuple[str, ...]:
     """The keyword options a strategy accepts (besides scores, k and rng)."""
     check_name(name)
-    return tuple(inspect.signature(REGISTRY[name]).parameters)[3:]
+    return _OPTIONS[name]
 
 
 def check_name(name: str) -> None:

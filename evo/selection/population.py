@@ -25,23 +25,44 @@ def _mix64(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def unique_rows(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first index of each unique row, inverse, counts) — a hash of each row, verified exactly."""
+def signature_keys(scores: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of an (n, d) float matrix (equal rows, equal keys)."""
     bits = (scores + 0.0).view(np.uint64)  # a fresh copy; + 0.0 maps -0.0 to 0.0
     bits += _mix64(np.arange(1, scores.shape[1] + 1, dtype=np.uint64))  # a salt per column
-    keys = _mix64(bits).sum(axis=1, dtype=np.uint64)
-    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
+    return _mix64(bits).sum(axis=1, dtype=np.uint64)
+
+
+def unique_rows(scores: np.ndarray, keys: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """(first index of each unique row, inverse, counts, members grouped by row), by key, verified.
+
+    One stable sort of the keys groups the rows; rows that share a key are compared exactly.
+    """
+    keys = signature_keys(scores) if keys is None else keys
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(np.append(starts, len(keys)))
+    inverse = np.empty(len(keys), dtype=np.intp)
+    inverse[order] = np.repeat(np.arange(len(starts)), counts)
+    first = order[starts]
     shared = np.flatnonzero(counts[inverse] > 1)  # only rows that share a key can collide
     if not np.array_equal(scores[first[inverse[shared]]], scores[shared]):  # a collision: the slow way
         _, first, inverse, counts = np.unique(scores, axis=0, return_index=True, return_inverse=True, return_counts=True)
-    return first, inverse.ravel(), counts
+        inverse = inverse.ravel()
+        order = np.argsort(inverse, kind="stable")
+    return first, inverse, counts, order
 
 
 class Population:
     """Scores (n, d), higher is better, with optional program lengths and scalar weights."""
 
-    def __init__(self, scores: np.ndarray, lengths: np.ndarray | None = None, weights: np.ndarray | None = None):
+    def __init__(
+        self,
+        scores: np.ndarray,
+        lengths: np.ndarray | None = None,
+        weights: np.ndarray | None = None,
+        keys: np.ndarray | None = None,  # signature_keys(scores), when the caller keeps them
+    ):
         scores = np.asarray(scores, dtype=np.float64)
         if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] == 0:
             raise ValueError(f"scores must be a non-empty (n, d) matrix, got shape {scores.shape}")
@@ -49,6 +70,7 @@ class Population:
             raise ValueError("scores must be finite (failed programs are never selectable)")
         self.scores = np.ascontiguousarray(scores)
         self.n, self.d = scores.shape
+        self.keys = keys
         self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.float64)
         if self.lengths is not None and self.lengths.shape != (self.n,):
             raise ValueError(f"lengths must have shape ({self.n},), got {self.lengths.shape}")
@@ -61,9 +83,9 @@ class Population:
     @cached_property
     def _signatures(self) -> tuple[np.ndarray, ...]:
         """Computed on first use: uniform and tournament selection never need it."""
-        first, inverse, counts = unique_rows(self.scores)
+        first, inverse, counts, order = unique_rows(self.scores, self.keys)
         unique = np.ascontiguousarray(self.scores[first])
-        return unique, np.ascontiguousarray(unique.T), inverse, counts, np.argsort(inverse, kind="stable"), np.cumsum(counts) - counts
+        return unique, np.ascontiguousarray(unique.T), inverse, counts, order, np.cumsum(counts) - counts
 
     @property
     def unique(self) -> np.ndarray:
