@@ -29,6 +29,7 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
         if not workdir:
             return  # the zygote is shutting down
         os.chdir(workdir)
+        os.environ.update(HOME=workdir, TMPDIR=workdir, USER="evo-sandbox", LOGNAME="evo-sandbox")
         path = os.path.join(workdir, "candidate.py")
         sys.argv = [path]
         reply = evaluate(scorer, path, config["objectives"], config["required_extras"])

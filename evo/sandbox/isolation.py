@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pwd
 import resource
 import signal
 import socket
@@ -25,6 +24,7 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
 CAP_DAC_READ_SEARCH, _CAP_VERSION_3 = 2, 0x20080522
+PRIVATE_ID_BASE, PRIVATE_ID_SPAN = 0x5E000000, 0x01000000  # far above real and container-mapped ids
 _FLAG_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -104,12 +104,35 @@ def mount_proc() -> None:
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def nobody() -> tuple[int, int]:
-    try:
-        entry = pwd.getpwnam("nobody")
-        return entry.pw_uid, entry.pw_gid
-    except KeyError:
-        return 65534, 65534
+def private_user(key: int) -> tuple[int, int]:
+    """A uid/gid of its own for one zygote's evaluations (no passwd entry needed), so that
+    concurrent evaluations cannot signal each other, share RLIMIT_NPROC or read each other's
+    files, not even without namespaces. `key` is the zygote's (host) pid."""
+    ident = PRIVATE_ID_BASE + key % PRIVATE_ID_SPAN
+    return ident, ident
+
+
+def processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def kill_user(uid: int, attempts: int = 50) -> None:
+    """SIGKILL every process of a private evaluation uid (the fallback's last resort)."""
+    for _ in range(attempts):
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            _send(os.kill, pid)
+        time.sleep(0.01)
 
 
 def own_process_count(uid: int) -> int:

@@ -18,8 +18,11 @@ class Closed(EOFError):
     """The other end closed the pipe (the process died)."""
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False)  # bound now: an evaluation may patch json.dumps
+
+
 def encode(message: Any) -> bytes:
-    data = json.dumps(message, allow_nan=False).encode()
+    data = _ENCODER.encode(message).encode()
     return _HEADER.pack(len(data)) + data
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evo.sandbox import protocol
+from evo.sandbox import isolation, protocol
 from evo.sandbox.loader import ScorerError
 
 STARTUP_SECONDS = 120.0  # importing a heavy scorer (torch) on a loaded machine is slow
@@ -24,6 +24,7 @@ class Worker:
         self.config, self.scratch = config, scratch
         self.proc: subprocess.Popen[bytes] | None = None
         self.mode = ""
+        self.uid: int | None = None  # the evaluations' private uid, when the zygote drops privileges
         self.child_group: int | None = None  # the running evaluation's process group (fallback mode)
 
     def start(self) -> None:
@@ -49,7 +50,7 @@ class Worker:
         if "error" in reply:
             self.kill()
             raise ScorerError(reply["error"])
-        self.mode = reply["mode"]
+        self.mode, self.uid = reply["mode"], reply.get("uid")
 
     def evaluate(self, code: str) -> dict[str, Any]:
         """The zygote's reply for one candidate, or a failure reply when the zygote died or hung."""
@@ -88,6 +89,8 @@ class Worker:
         self.child_group = None
         if self.proc is not None:
             self.proc.wait()
+            if self.uid is not None and self.mode != "namespaces":
+                isolation.kill_user(self.uid)  # orphans that left the process group
             for stream in (self.proc.stdin, self.proc.stdout):
                 if stream is not None:
                     stream.close()

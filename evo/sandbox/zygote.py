@@ -28,6 +28,7 @@ STDIN, STDOUT = 0, 1
 
 def main() -> None:
     config = protocol.recv(STDIN)
+    config["host_pid"] = os.getpid()  # before the PID namespace renames us
     mode = _enter(config["namespaces"])
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != config["parent"]:
@@ -86,10 +87,11 @@ class Server:
         self.config, self.scorer, self.mode = config, scorer, mode
         self.user: tuple[int, int] | None = None
         if config["drop_privileges"] and os.geteuid() == 0:
-            self.user = isolation.nobody()
+            self.user = isolation.private_user(config["host_pid"])
 
     def serve(self, failed_mounts: list[str]) -> None:
-        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "readonly_failed": failed_mounts})
+        uid = self.user[0] if self.user else None
+        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "uid": uid, "readonly_failed": failed_mounts})
         spare = self._spawn()
         while True:
             try:
@@ -179,11 +181,11 @@ class Server:
         return reply
 
     def _classify(self, result: Any, status: int, usage: Any, timed_out: bool) -> dict[str, Any]:
+        if timed_out:  # even if something wrote a result: the evaluation itself never finished
+            return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit"]}
         if isinstance(result, dict) and ("scores" in result or "failure" in result):
             return result
         cpu = usage.ru_utime + usage.ru_stime
-        if timed_out:
-            return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit"]}
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.config["cpu_limit"]):
@@ -249,10 +251,14 @@ class Watch:
             os.close(fd)
 
     def result(self) -> Any:
+        """The result frame; a bad_output failure when bytes came but no valid frame."""
         try:
-            return protocol.decode_first(bytes(self.buffer))
+            message = protocol.decode_first(bytes(self.buffer))
         except ValueError:
-            return None
+            message = None
+        if self.buffer and not (isinstance(message, dict) and ("scores" in message or "failure" in message)):
+            return {"failure": ["bad_output", "the evaluation wrote a malformed result"]}
+        return message
 
     def text(self) -> str:
         text = self.output.decode("utf-8", "replace")
