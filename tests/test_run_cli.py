@@ -237,3 +237,31 @@ def test_text_programs_are_evaluated_without_the_python_syntax_check(tmp_path):
         assert bad.failure.kind == "exception" and "AssertionError" in bad.failure.message
     finally:
         evaluator.close()
+
+
+@pytest.mark.slow
+def test_continue_prompts_with_a_real_tiny_model(tmp_path):
+    """A random-weight nano model through `local:`: continue prompts on a text program."""
+    import torch
+
+    from evo import tiny
+
+    torch.manual_seed(0)
+    tokenizer = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tokenizer), tokenizer, tmp_path / "model")
+    (tmp_path / "route.txt").write_text("walk:\n# EVOLVE-BLOCK-START\nRRDD\n# EVOLVE-BLOCK-END\n")
+    (tmp_path / "score.py").write_text(
+        "def evaluate(path):\n    block = open(path).read().split('START\\n')[1].split('# EVOLVE')[0]\n"
+        "    return {'r': min(block.count('R'), 8) / 8, 'd': min(block.count('D'), 8) / 8}\n")
+    (tmp_path / "problem.toml").write_text(
+        '[problem]\nprogram = "route.txt"\nscorer = "score.py:evaluate"\nobjectives = ["r", "d"]\n'
+        '[sandbox]\nisolation = "none"\n[search]\nislands = 1\nsamples_per_prompt = 2\n[prompt]\nstyle = "continue"\n')
+    out = tmp_path / "run"
+    result = evo("run", str(tmp_path / "problem.toml"), "--policy", f"local:{tmp_path / 'model'}",
+                 "--iterations", "3", "--max-new-tokens", "12", "--seed", "1", "--out", str(out), "--quiet",
+                 timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = programs(out)
+    assert len(rows) >= 3  # the initial program and distinct continuations
+    for row in rows:  # the file around the block is kept; the block is prefix + completion
+        assert row[1].startswith("walk:\n# EVOLVE-BLOCK-START\n") and row[1].endswith("# EVOLVE-BLOCK-END\n")
