@@ -18,12 +18,12 @@ from evo.scores import Evaluation
 
 
 class _Worker:
-    """The actor body: a one-worker sandbox for the spec."""
+    """The actor body: a one-worker evaluator for the spec (as `--executor process` builds it)."""
 
     def __init__(self, spec: specs.Spec) -> None:
-        from evo.sandbox.pool import Sandbox
+        from evo.run_dir import make_evaluator
 
-        self.sandbox = Sandbox.from_spec(replace(spec, sandbox=replace(spec.sandbox, workers=1)))
+        self.sandbox = make_evaluator(replace(spec, sandbox=replace(spec.sandbox, workers=1)), "process")
 
     def evaluate(self, code: str) -> Evaluation:
         return self.sandbox.evaluate(code)

@@ -79,6 +79,7 @@ def show(directory: Path) -> dict:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_run_then_show(problem, tmp_path):
     out = tmp_path / "run"
     result = evo("run", str(problem), "--policy", "mutate:", "--iterations", "12", "--seed", "3", "--out", str(out))
