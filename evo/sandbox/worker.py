@@ -25,7 +25,6 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.mode = ""
         self.uid: int | None = None  # the evaluations' private uid, when the zygote drops privileges
-        self.child_group: int | None = None  # the running evaluation's process group (fallback mode)
 
     def start(self) -> None:
         self.scratch.mkdir(mode=0o711, exist_ok=True)
@@ -58,11 +57,7 @@ class Worker:
             self.start()
         try:
             self._send({"code": code})
-            started = self._recv(time.monotonic() + STARTUP_SECONDS)
-            self.child_group = started["started"] if started.get("global") else None
-            reply = self._recv(time.monotonic() + self.config["timeout"] + BACKSTOP_SECONDS)
-            self.child_group = None
-            return reply
+            return self._recv(time.monotonic() + self.config["timeout"] + BACKSTOP_SECONDS)
         except TimeoutError:
             self.kill()
             return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit (worker hung)"]}
@@ -79,15 +74,13 @@ class Worker:
         return protocol.recv(self.proc.stdout.fileno(), deadline)
 
     def kill(self) -> None:
-        """Kill the zygote, everything in its process group and the running evaluation's."""
-        for group in (self.child_group, self.proc.pid if self.proc else None):
-            if group is not None:
-                try:
-                    os.killpg(group, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        self.child_group = None
+        """Kill the zygote and its process group; in the PID namespace that takes every
+        evaluation process with it, otherwise we also kill every process of the private uid."""
         if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             self.proc.wait()
             if self.uid is not None and self.mode != "namespaces":
                 isolation.kill_user(self.uid)  # orphans that left the process group

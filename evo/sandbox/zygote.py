@@ -167,7 +167,6 @@ class Server:
             os.write(spare.go, workdir.encode())
         finally:
             os.close(spare.go)
-        protocol.send(STDOUT, {"started": spare.pid, "global": self.mode != "namespaces"})
         watch = spare.watch
         timed_out = not watch.until(start + self.config["timeout"])
         if timed_out:

@@ -1,0 +1,115 @@
+"""Evaluations/s and per-evaluation overhead of the warm sandbox for a trivial scorer,
+against a fresh `python -c` per evaluation (import the scorer, call it), in the same run.
+
+    python tests/benchmarks/bench_sandbox.py [--quick] [--namespaces auto|on|off]
+
+Two settings: one evaluation at a time (latency: the overhead per evaluation, since the
+scorer itself takes microseconds) and `--workers` in flight (throughput, both sides
+equally parallel). Medians over repeats, with [min, max]. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+from evo import spec  # noqa: E402
+from evo.sandbox import Sandbox  # noqa: E402
+
+SCORER = "def score(path):\n    return [1.0]\n"
+CANDIDATE = "def f():\n    return 1\n"
+
+
+def ours(box: Sandbox, count: int, parallel: bool) -> float:
+    """Seconds per evaluation."""
+    start = time.perf_counter()
+    if parallel:
+        results = [f.result() for f in [box.submit(CANDIDATE) for _ in range(count)]]
+    else:
+        results = [box.evaluate(CANDIDATE) for _ in range(count)]
+    elapsed = time.perf_counter() - start
+    assert all(r.ok for r in results), results[0]
+    return elapsed / count
+
+
+def fresh_spawn(directory: Path, count: int, workers: int) -> float:
+    """Seconds per evaluation when every evaluation is a new `python -c`."""
+    candidate = directory / "candidate.py"
+    code = f"import sys; sys.path.insert(0, {str(directory)!r}); from trivial import score; print(score({str(candidate)!r}))"
+
+    def one(_: int) -> None:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "[1.0]", out
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, range(count)))
+    return (time.perf_counter() - start) / count
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer evaluations and repeats")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--namespaces", default="auto", choices=["auto", "on", "off"])
+    args = parser.parse_args()
+    repeats, count, spawns = (3, 60, 15) if args.quick else (5, 300, 40)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        (directory / "trivial.py").write_text(SCORER)
+        (directory / "candidate.py").write_text(CANDIDATE)
+        rows: dict[str, list[float]] = {k: [] for k in ("ours_seq", "ours_par", "base_seq", "base_par")}
+        one = spec.Sandbox(workers=1, timeout=10.0, memory_mb=256)
+        many = spec.Sandbox(workers=args.workers, timeout=10.0, memory_mb=256)
+        scorer = f"{directory / 'trivial.py'}:score"
+        with Sandbox(scorer, ["x"], one, namespaces=args.namespaces) as box1, \
+                Sandbox(scorer, ["x"], many, namespaces=args.namespaces) as boxn:
+            mode = box1.mode
+            ours(box1, 20, False), ours(boxn, 20, True)  # warm up
+            for _ in range(repeats):  # interleaved, so machine load hits both sides alike
+                rows["ours_seq"].append(ours(box1, count, parallel=False))
+                rows["base_seq"].append(fresh_spawn(directory, spawns, 1))
+                rows["ours_par"].append(ours(boxn, count, parallel=True))
+                rows["base_par"].append(fresh_spawn(directory, spawns, args.workers))
+
+    ms = {k: summary([v * 1000 for v in vs]) for k, vs in rows.items()}
+    rate = {k: 1000 / ms[k]["median"] for k in ms}
+    print(f"isolation: {mode}; {repeats} repeats; {count} sandbox / {spawns} spawned evaluations per repeat")
+    for key, label in [("ours_seq", "sandbox, 1 at a time"), ("base_seq", "python -c, 1 at a time"),
+                       ("ours_par", f"sandbox, {args.workers} in flight"), ("base_par", f"python -c, {args.workers} in flight")]:
+        m = ms[key]
+        print(f"{label:28s} {m['median']:8.2f} ms/eval [{m['min']:.2f}, {m['max']:.2f}]  {rate[key]:8.1f} evals/s")
+    print(json.dumps({
+        "name": "sandbox",
+        "isolation": mode,
+        "ours_evals_per_s": round(rate["ours_seq"], 1),
+        "baseline_evals_per_s": round(rate["base_seq"], 1),
+        "ratio": round(rate["ours_seq"] / rate["base_seq"], 2),
+        "ours_overhead_ms": round(ms["ours_seq"]["median"], 3),
+        "ours_overhead_ms_range": [round(ms["ours_seq"]["min"], 3), round(ms["ours_seq"]["max"], 3)],
+        "baseline_ms": round(ms["base_seq"]["median"], 3),
+        "workers": args.workers,
+        "ours_parallel_evals_per_s": round(rate["ours_par"], 1),
+        "baseline_parallel_evals_per_s": round(rate["base_par"], 1),
+        "parallel_ratio": round(rate["ours_par"] / rate["base_par"], 2),
+    }))
+
+
+if __name__ == "__main__":
+    main()
