@@ -122,8 +122,8 @@ class Loop:
     def _reload(self) -> None:
         """Pick up where the journal says: committed iterations, generated candidates, results."""
         self.committed = self.archive.iterations
-        if self.journal.committed() < self.committed:  # killed between the two commits
-            self.journal.mark_committed([self.committed - 1])
+        # killed between the database commit and the journal's mark: the database decides
+        self.journal.mark_committed(range(self.journal.committed(), self.committed))
         self._seen = self.journal.hashes() | self.archive.keys()
         candidates = self.journal.candidates(since=self.committed)
         results = self.journal.evaluations(since=self.committed)

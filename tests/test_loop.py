@@ -256,3 +256,17 @@ def test_target_stops_at_the_exact_iteration_inside_a_batch(tmp_path, sandbox):
     progress = loop.run()
     assert progress.reached_target and progress.iteration == 3 and journal.committed() == 3
     assert archive.ended == [0, 1, 2]
+
+
+def test_resume_when_the_database_committed_but_the_journal_did_not(tmp_path, sandbox):
+    loop, archive, journal, evaluator = start(tmp_path, "j", sandbox, MutatePolicy(), CONFIG)
+    original = journal.mark_committed
+
+    journal.mark_committed = lambda iterations: (_ for _ in ()).throw(Crash())  # the kill lands here
+    with pytest.raises(Crash):
+        loop.run()
+    journal.mark_committed = original
+    assert journal.committed() == 0 and archive.iterations > 0
+    resumed = Loop(CONFIG, MutatePolicy(), evaluator, archive, Journal(journal.path))
+    assert resumed.committed == archive.iterations == resumed.journal.committed()
+    assert resumed.run().iteration == 24
