@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from evo.database import Database, DatabaseConfig, FeatureConfig, normalized_hash, pareto_mask, topology
+from evo.database import Database, DatabaseConfig, FeatureConfig, Grid, normalized_hash, pareto_mask, topology
 from evo.database.matrix import MemberMatrix
 from evo.selection.population import signature_keys
 from evo.errors import UserError
@@ -282,3 +282,16 @@ def test_member_matrix_follows_adds_and_removals(operations):
     assert np.array_equal(scores.reshape(-1, 2), np.array([members[i] for i in sorted(members)]).reshape(-1, 2))
     assert np.array_equal(lengths, scores[:, 0])
     assert not len(ids) or np.array_equal(keys, signature_keys(scores))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5), st.floats(0.1, 5), st.integers(1, 7), st.floats(-20, 20)), min_size=1, max_size=3))
+def test_grid_cells_match_clip_floor_ravel(dims):
+    features = tuple(FeatureConfig(f"f{i}", "code_length", (low, low + width), bins) for i, (low, width, bins, _) in enumerate(dims))
+    values = [value for *_, value in dims]
+    low = np.array([f.range[0] for f in features])
+    high = np.array([f.range[1] for f in features])
+    bins = np.array([f.bins for f in features])
+    index = np.floor((np.clip(values, low, high) - low) / (high - low) * bins).astype(int)
+    expected = np.ravel_multi_index(tuple(np.minimum(index, bins - 1)), tuple(bins))
+    assert Grid(features).cell(values) == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -35,18 +36,16 @@ class Grid:
     """Maps feature values to a cell: each value is clipped into its fixed range, never re-binned."""
 
     def __init__(self, features: Sequence[FeatureConfig]):
-        self.low = np.array([f.range[0] for f in features], dtype=np.float64)
-        self.high = np.array([f.range[1] for f in features], dtype=np.float64)
-        self.bins = np.array([f.bins for f in features], dtype=np.int64)
-        self.cells = int(np.prod(self.bins)) if len(features) else 1
+        self.dims = tuple((f.range[0], f.range[1], int(f.bins)) for f in features)
+        self.cells = math.prod(bins for _, _, bins in self.dims)
 
     def cell(self, values: Sequence[float]) -> int:
-        """The flat index of the cell holding `values` (0 when there are no features)."""
-        if not len(self.bins):
-            return 0
-        clipped = np.clip(np.asarray(values, dtype=np.float64), self.low, self.high)
-        index = np.floor((clipped - self.low) / (self.high - self.low) * self.bins).astype(np.int64)
-        return int(np.ravel_multi_index(tuple(np.minimum(index, self.bins - 1)), tuple(self.bins)))
+        """The flat (row-major) index of the cell holding `values` (0 when there are no features)."""
+        index = 0
+        for value, (low, high, bins) in zip(values, self.dims):
+            clipped = min(max(float(value), low), high)
+            index = index * bins + min(int((clipped - low) / (high - low) * bins), bins - 1)
+        return index
 
 
 class Archive:

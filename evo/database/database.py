@@ -93,12 +93,13 @@ class Database:
 
     def _index(self, program: Program) -> None:
         self.programs[program.id] = program
+        cell = self.grid.cell(program.features) if program.ok else -1
         if not program.is_copy:
             self.seen.add(program.norm_hash)
             if program.ok:
-                self.archive.add(program.id, self.grid.cell(program.features), program.scalar)
+                self.archive.add(program.id, cell, program.scalar)
         if program.member:
-            self.islands[program.island].add(program, self.grid.cell(program.features))
+            self.islands[program.island].add(program, cell)
 
     # -- writing -----------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ class MemberMatrix:
         self.lengths = np.empty(capacity)
         self.alive = np.zeros(capacity, dtype=bool)
         self.used = 0  # rows written so far (alive or not), in insertion order
+        self.hashed = 0  # rows below this have their signature key
         self.slots: dict[int, int] = {}  # program id -> row
 
     def add(self, program_id: int, scores: np.ndarray, length: int) -> None:
@@ -27,7 +28,6 @@ class MemberMatrix:
             self._resize(2 * len(self.ids))
         row = self.used
         self.scores[row] = scores
-        self.keys[row] = signature_keys(self.scores[row : row + 1])[0]
         self.ids[row], self.lengths[row], self.alive[row] = program_id, length, True
         self.slots[program_id] = row
         self.used += 1
@@ -39,21 +39,25 @@ class MemberMatrix:
 
     def clear(self) -> None:
         self.alive[: self.used] = False
-        self.used = 0
+        self.used = self.hashed = 0
         self.slots.clear()
 
     def view(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(scores, keys, ids, lengths) of the live members, in insertion order."""
+        if self.hashed < self.used:  # the keys of new rows, in one call
+            self.keys[self.hashed : self.used] = signature_keys(self.scores[self.hashed : self.used])
+            self.hashed = self.used
         rows = np.flatnonzero(self.alive[: self.used])
         return self.scores[rows], self.keys[rows], self.ids[rows], self.lengths[rows]
 
     def _compact(self) -> None:
+        self.view()  # hash every row first, so the kept keys are all valid
         rows = np.flatnonzero(self.alive[: self.used])
         for array in (self.scores, self.keys, self.ids, self.lengths):
             array[: len(rows)] = array[rows]
         self.alive[: self.used] = False
         self.alive[: len(rows)] = True
-        self.used = len(rows)
+        self.used = self.hashed = len(rows)
         self.slots = {int(program_id): row for row, program_id in enumerate(self.ids[: self.used])}
 
     def _resize(self, capacity: int) -> None:
