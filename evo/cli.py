@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "train": "evo.commands.train",
     "pretrain": "evo.commands.pretrain",
     "tasks": "evo.commands.tasks",
+    "compare": "evo.commands.compare",
 }
 
 

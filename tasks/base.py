@@ -55,6 +55,10 @@ class Task(Protocol):
         """Reward vectors, shape (len(answers), d), float64. Invalid answers score zero rows."""
         ...
 
+    def oracle_best(self, instance: Instance) -> float:
+        """The best achievable scalar on this instance (exact, e.g. from an oracle search)."""
+        ...
+
     def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
         """A completion for `prompt(instance, m)` for the supervised warm-up (no eos)."""
         ...

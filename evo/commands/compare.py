@@ -1,0 +1,179 @@
+"""`evo compare --task T --policy NAME=URI ... [--k 1,5,10,30] [--out DIR] [--json]`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from evo.errors import UserError
+
+
+def _parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if not sep or not name or not rest:
+            raise UserError(f"{what} {value!r}: expected NAME=VALUE, e.g. --policy vpo=local:maze-vpo")
+        if name in pairs:
+            raise UserError(f"{what} {name!r} is given twice")
+        pairs[name] = rest
+    return pairs
+
+
+def _answers_of(uri: str) -> int:
+    """Answers per completion a checkpoint was trained for (train_config.json), else 1."""
+    from evo.policies import resolve_checkpoint
+
+    scheme, _, rest = uri.partition(":")
+    if scheme not in ("local", "vllm"):
+        return 1
+    config = resolve_checkpoint(rest) / "train_config.json"
+    if not config.is_file():
+        return 1
+    from training.rollouts import answers_for
+
+    data = json.loads(config.read_text())
+    return answers_for(data["algo"], data["answers"])
+
+
+def _contenders(policies: tuple[str, ...], answers: tuple[str, ...]):
+    from evo.compare.pools import Contender
+
+    uris = _parse_pairs(policies, "--policy")
+    if len(uris) < 1:
+        raise UserError("give at least one --policy NAME=URI")
+    forced = _parse_pairs(answers, "--answers")
+    unknown = sorted(set(forced) - set(uris))
+    if unknown:
+        raise UserError(f"--answers names {unknown}, which are not among the policies {sorted(uris)}")
+    contenders = []
+    for name, uri in uris.items():
+        try:
+            m = int(forced[name]) if name in forced else _answers_of(uri)
+        except ValueError:
+            raise UserError(f"--answers {name}={forced[name]}: expected a positive integer") from None
+        if m < 1:
+            raise UserError(f"--answers {name}={m}: expected a positive integer")
+        contenders.append(Contender(name, uri, m))
+    return contenders
+
+
+def _ks(text: str, pool: int) -> tuple[int, ...]:
+    try:
+        ks = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
+    except ValueError:
+        raise UserError(f"--k {text!r}: expected comma-separated integers, e.g. 1,5,10,30") from None
+    if not ks or ks[0] < 1 or ks[-1] > pool:
+        raise UserError(f"--k {text!r}: every k must be between 1 and the pool size {pool}")
+    return ks
+
+
+@click.command(name="compare")
+@click.option("--task", "task_name", required=True, help="a registered task family (see evo tasks)")
+@click.option("--policy", "policies", multiple=True, metavar="NAME=URI", help="a policy to compare (repeatable; the first is the baseline)")
+@click.option("--answers", multiple=True, metavar="NAME=M",
+              help="answers per completion for a policy (default: from its train_config.json, else 1)")
+@click.option("--k", "k_text", default="1,5,10,30", show_default=True, help="k values for pass@k and best@k")
+@click.option("--instances", default=100, show_default=True, type=click.IntRange(2), help="held-out instances to sample")
+@click.option("--pool", default=30, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
+@click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(0))
+@click.option("--tokens-per-answer", default=48, show_default=True, type=click.IntRange(1))
+@click.option("--search-instances", default=4, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
+@click.option("--search-seeds", default=2, show_default=True, type=click.IntRange(1))
+@click.option("--search-calls", default=30, show_default=True, type=click.IntRange(1), help="policy calls per search run")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def command(task_name, policies, answers, k_text, instances, pool, temperature, tokens_per_answer, search_instances,
+            search_seeds, search_calls, seed, out, as_json, quiet) -> None:
+    """Compare policies on a task: matched-budget sampling metrics, then evolutionary search."""
+    import tasks
+    from evo import policies as registry
+    from evo.compare import pools, search, summary
+
+    try:
+        task = tasks.get(task_name)
+    except tasks.UnknownTask as error:
+        raise UserError(str(error)) from None
+    contenders = _contenders(policies, answers)
+    ks = _ks(k_text, pool)
+    for c in contenders:
+        if pool % c.answers:
+            raise UserError(f"--pool {pool} is not a multiple of {c.name}'s {c.answers} answers per completion")
+    if (out / "compare.json").exists() or (out / "search").exists():
+        raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
+    loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
+    sampling = pools.Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
+    settings = search.Search(instances=search_instances, seeds=search_seeds, calls=search_calls)
+    held_out = task.instances("test", instances, seed=seed)
+    optimum = np.array([task.oracle_best(i) for i in held_out])
+    out.mkdir(parents=True, exist_ok=True)
+
+    from tqdm import tqdm
+
+    total = len(contenders) * (instances + settings.instances * settings.seeds)
+    with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:
+        vectors, columns, curves = {}, {}, {}
+        for c in contenders:
+            bar.set_description(f"sampling {c.name}")
+            vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out, c.answers, sampling, bar.update)
+            columns[c.name] = summary.per_instance(vectors[c.name], task.weights, optimum, ks)
+        for c in contenders if settings.instances else ():
+            bar.set_description(f"searching {c.name}")
+            curves[c.name] = search.curves(task, c.uri, loaded[c.name], settings, out / "search" / c.name, lambda: bar.update(1))
+
+    baseline = contenders[0].name
+    rows = summary.table(columns, baseline, seed=seed)
+    result = {
+        "task": task_name,
+        "policies": {c.name: {"uri": c.uri, "answers": c.answers} for c in contenders},
+        "settings": {"instances": instances, "pool": pool, "k": list(ks), "temperature": temperature, "seed": seed,
+                     "search": settings.__dict__},
+        "sampling": rows,
+        "search": search.summary(curves) if curves else {},
+        "command": shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None,
+    }
+    text = _markdown(result, rows, baseline, instances)
+    (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "compare.md").write_text(text)
+    np.savez_compressed(out / "pools.npz", **vectors, **{f"curve_{k}": v for k, v in curves.items()})
+    written = _plots(result, vectors, curves, task, ks, out)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(text + "".join(f"wrote {p}\n" for p in [out / "compare.md", out / "compare.json", *written]))
+
+
+def _markdown(result: dict, rows: dict, baseline: str, instances: int) -> str:
+    from evo.compare import summary
+
+    lines = [f"# evo compare: {result['task']}", "", "## Matched-budget sampling", "", summary.markdown(rows, baseline, instances)]
+    if result["search"]:
+        lines += ["## Evolutionary search", "", "| policy | runs | success rate | final best (fraction of optimum) | median calls to solve |",
+                  "|---|---|---|---|---|"]
+        for name, s in result["search"].items():
+            calls = "-" if s["median_calls_to_solve"] is None else f"{s['median_calls_to_solve']:.0f}"
+            lines.append(f"| {name} | {s['runs']} | {s['success_rate']:.2f} | {s['final_best']:.3f} | {calls} |")
+        lines.append("")
+    if result["command"]:
+        lines += ["Reproduce:", "", "```bash", result["command"], "```", ""]
+    return "\n".join(lines)
+
+
+def _plots(result, vectors, curves, task, ks, out: Path) -> list[Path]:
+    from evo.compare import plots
+
+    if not plots.available():
+        click.echo("plots skipped: matplotlib is missing (pip install 'vpo-evo[plots]')", err=True)
+        return []
+    written = [plots.best_at_k(result["sampling"], ks, out / "best_at_k.png"),
+               plots.reward_scatter(vectors, task.objectives, 0, out / "reward_space.png")]
+    if curves:
+        written.append(plots.evolution(curves, out / "evolution.png"))
+    return written

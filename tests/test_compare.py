@@ -1,0 +1,128 @@
+import itertools
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from evo.compare import pools, search, summary
+from evo.policies.base import Completion
+
+WEIGHTS = np.ones(2)
+
+
+def brute_best_at_k(scalars, k):
+    return np.mean([max(c) for c in itertools.combinations(scalars, k)])
+
+
+def brute_pass_at_k(correct, k):
+    return np.mean([any(c) for c in itertools.combinations(correct, k)])
+
+
+def test_per_instance_matches_brute_force():
+    rng = np.random.default_rng(0)
+    vectors = rng.integers(0, 3, size=(3, 6, 2)) / 2.0
+    optimum = np.array([1.0, 0.75, 0.5])
+    columns = summary.per_instance(vectors, WEIGHTS, optimum, ks=(1, 2, 6))
+    scalars = vectors.mean(axis=2)
+    for i in range(3):
+        for k in (1, 2, 6):
+            assert columns[f"best@{k}"][i] == pytest.approx(brute_best_at_k(scalars[i], k))
+            assert columns[f"pass@{k}"][i] == pytest.approx(brute_pass_at_k(scalars[i] >= optimum[i], k))
+        pairs = [np.abs(a - b).sum() for a, b in itertools.combinations(vectors[i], 2)]
+        assert columns["diversity"][i] == pytest.approx(np.mean(pairs))
+        assert columns["valid"][i] == pytest.approx(vectors[i].any(axis=1).mean())
+
+
+def test_table_reports_paired_difference_against_the_baseline():
+    a = {"best@1": np.array([0.1, 0.2, 0.3, 0.4])}
+    b = {"best@1": np.array([0.3, 0.4, 0.5, 0.6])}
+    rows = summary.table({"a": a, "b": b}, baseline="a")
+    assert "vs_baseline" not in rows["a"]["best@1"]
+    assert rows["b"]["best@1"]["vs_baseline"]["difference"] == pytest.approx(0.2)
+    assert rows["b"]["best@1"]["mean"] == pytest.approx(0.45)
+    assert "| best@1 |" in summary.markdown(rows, "a", 4)
+
+
+class Scripted:
+    """A policy that answers from a fixed list (records the budget it was asked for)."""
+
+    def __init__(self, texts):
+        self.texts, self.calls = texts, []
+
+    def generate(self, prompts, *, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, seed=None, stop=()):
+        self.calls.append((len(prompts), n))
+        return [[Completion(self.texts[j % len(self.texts)]) for j in range(n)] for _ in prompts]
+
+
+def test_sample_pool_matches_budgets_and_scores_sets():
+    import tasks
+
+    task = tasks.get("maze")
+    instance = task.instances("test", 1, seed=3)[0]
+    rng = np.random.default_rng(0)
+    routes = [task.demonstrations(instance, 1, rng) for _ in range(3)]
+    single = Scripted(routes)
+    sampling = pools.Sampling(pool=6, batch=4)
+    one = pools.sample_pool(single, task, [instance], 1, sampling)
+    assert one.shape == (1, 6, 4) and single.calls == [(1, 6)]
+    three = Scripted(["|".join(routes), "garbage"])
+    sets = pools.sample_pool(three, task, [instance], 3, sampling)
+    assert sets.shape == (1, 6, 4) and three.calls == [(1, 2)]
+    assert not sets[0, 3:].any()  # the unparseable completion scores three zero rows
+    assert sets[0, :3, 0].max() == 1.0  # demonstrations reach the exit
+
+
+def test_best_so_far_is_monotone_and_scaled(tmp_path):
+    # Curves come from a real run database in the search tests below; here the summary alone.
+    curves = {"p": np.array([[0.2, 0.5, 1.0], [0.1, 0.1, 0.4]])}
+    result = search.summary(curves)["p"]
+    assert result["success_rate"] == 0.5 and result["median_calls_to_solve"] == 3.0
+    assert result["final_best"] == pytest.approx(0.7)
+
+
+def evo(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "evo", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--policy", "a=nope:x"], "unknown policy"),
+        (["--policy", "a"], "expected NAME=VALUE"),
+        (["--policy", "a=mutate:", "--k", "1,99"], "between 1 and the pool size"),
+        (["--policy", "a=mutate:", "--answers", "a=4"], "not a multiple"),
+        (["--policy", "a=mutate:", "--answers", "zz=3"], "not among the policies"),
+        (["--policy", "a=local:/no/such/dir"], "no model directory"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(tmp_path, args, message):
+    result = evo("compare", "--task", "maze", "--out", str(tmp_path / "c"), *args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "c" / "compare.json").exists()
+
+
+@pytest.mark.slow
+def test_compare_end_to_end_with_a_tiny_model(tmp_path):
+    import torch
+
+    from evo import tiny
+
+    torch.manual_seed(0)
+    tokenizer = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tokenizer), tokenizer, tmp_path / "m")
+    uri = f"local:{tmp_path / 'm'}"
+    out = tmp_path / "cmp"
+    result = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--policy", f"set={uri}", "--answers", "set=3",
+                 "--instances", "3", "--pool", "6", "--k", "1,6", "--search-instances", "1", "--search-seeds", "1",
+                 "--search-calls", "2", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(data["sampling"]) == {"one", "set"} and data["policies"]["set"]["answers"] == 3
+    assert set(data["sampling"]["one"]) >= {"best@1", "best@6", "pass@1", "diversity", "pareto_fraction"}
+    assert data["search"]["set"]["runs"] == 1
+    assert (out / "compare.md").read_text().startswith("# evo compare: maze")
+    again = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--out", str(out), cwd=tmp_path)
+    assert again.returncode == 2 and "already holds a comparison" in again.stderr
