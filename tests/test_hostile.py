@@ -94,6 +94,10 @@ CASES = [
     # source problems
     Case("syntax_error", "def f(:\n    pass", "syntax"),
     Case("missing_import", "import no_such_module_for_evo", "exception"),
+    Case("null_bytes", "x = 1\x00", "syntax"),
+    Case("lone_surrogate", "x = '\ud800'", "syntax"),
+    Case("flood_the_result_channel", "import os\nos.set_blocking(3, False)\nfor _ in range(20000):\n    try:\n"
+         "        os.write(3, b'\\xff' * 65536)\n    except BlockingIOError:\n        pass", "bad_output"),
     # hostile scorers
     *[Case(f"scorer_{name}", f"# scorer: {name}\n", "bad_output") for name in (
         "nan", "inf", "string_value", "returns_string", "returns_none", "wrong_length", "missing_objective",

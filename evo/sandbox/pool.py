@@ -74,10 +74,11 @@ class Sandbox:
             "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
             "namespaces": namespaces, "drop_privileges": drop,
         }
-        for index in range(self.limits.workers):
-            worker = Worker(config, self._scratch / f"w{index}")
-            worker.start()
-            self._workers.append(worker)
+        self._workers = [Worker(config, self._scratch / f"w{i}") for i in range(self.limits.workers)]
+        for worker in self._workers:
+            worker.launch()  # all import the scorer at the same time
+        for worker in self._workers:
+            worker.wait_ready()
             self._idle.put(worker)
 
     @property
@@ -150,7 +151,8 @@ def _syntax_error(code: str) -> Evaluation | None:
     try:
         compile(code, "candidate.py", "exec", dont_inherit=True)
     except SyntaxError as error:
-        return Evaluation.failed("syntax", f"line {error.lineno}: {error.msg}")
+        where = f"line {error.lineno}: " if error.lineno else ""
+        return Evaluation.failed("syntax", f"{where}{error.msg}")
     except (ValueError, RecursionError, MemoryError, OverflowError) as error:
         return Evaluation.failed("syntax", f"{type(error).__name__}: {error}")
     return None

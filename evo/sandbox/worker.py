@@ -27,6 +27,11 @@ class Worker:
         self.uid: int | None = None  # the evaluations' private uid, when the zygote drops privileges
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the zygote process and send it its configuration (returns at once)."""
         self.scratch.mkdir(mode=0o711, exist_ok=True)
         os.chmod(self.scratch, 0o711)
         env = dict(os.environ)
@@ -41,6 +46,9 @@ class Worker:
                 cwd=self.scratch, env=env, start_new_session=True,
             )
         self._send({**self.config, "scratch": str(self.scratch), "parent": os.getpid()})
+
+    def wait_ready(self) -> None:
+        """Wait until the zygote has imported the scorer; ScorerError when it cannot."""
         try:
             reply = self._recv(time.monotonic() + STARTUP_SECONDS)
         except (protocol.Closed, TimeoutError) as error:

@@ -1,7 +1,7 @@
 """The warm worker ("zygote"): `python -P -m evo.sandbox.zygote`, driven over stdin/stdout.
 
-It imports the scorer once, then forks one fresh child per evaluation (see child.py),
-enforces the wall-clock deadline, captures the child's output, and kills everything the
+It imports the scorer once, then forks one fresh child per evaluation, ahead of time (see
+child.py), enforces the wall-clock deadline, captures the child's output, and kills everything the
 child left behind before answering. As root it first enters new mount/network/IPC/PID
 namespaces and forks the serving process as PID 1 of the new PID namespace, so that
 `kill(-1)` after each evaluation reaches every process the candidate started; otherwise
@@ -16,7 +16,6 @@ import secrets
 import select
 import shutil
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from evo.sandbox import isolation, protocol
 
 STDIN, STDOUT = 0, 1
+RESULT_LIMIT = 16 << 20  # a score vector and its extras; more than this cannot be a valid result
 
 
 def main() -> None:
@@ -45,7 +45,10 @@ def main() -> None:
     gc.freeze()  # fewer copy-on-write faults in each forked evaluation
     failed: list[str] = []
     if mode == "namespaces":
-        failed = isolation.make_readonly(config["scratch"], config["memory_mb"])
+        try:
+            failed = isolation.make_readonly(config["scratch"], config["memory_mb"])
+        except OSError as error:  # still in fresh PID and network namespaces; files as in the fallback
+            failed = [f"(all: {error})"]
         _become_namespace_init()
     else:
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)
@@ -232,7 +235,7 @@ class Watch:
             self.open.remove(fd)
             return False
         if fd == self.result_fd:
-            if len(self.buffer) < protocol.MAX_FRAME:
+            if len(self.buffer) < RESULT_LIMIT:
                 self.buffer += chunk
         else:
             room = max(0, self.keep - len(self.output))
