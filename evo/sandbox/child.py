@@ -65,9 +65,11 @@ def _confine(go: int, fds: tuple[int, int], config: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     isolation.set_limits(config["address_space"], config["cpu_limit"], config["nproc"], config["file_bytes"])
+    isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
     if config["user"] is not None:
-        isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
         isolation.drop_privileges(*config["user"])
+    if config["block_network"]:
+        isolation.block_network()
 
 
 def _describe(error: BaseException) -> str:

@@ -130,6 +130,7 @@ class Server:
             "nproc": nproc,
             "file_bytes": c["memory_mb"] << 20,
             "user": self.user,
+            "block_network": self.mode != "namespaces",  # no network namespace: seccomp instead
         }
 
     def _prepare(self, code: str) -> str:
