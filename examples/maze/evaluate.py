@@ -80,7 +80,7 @@ def main() -> None:
         model, tokenizer = load_model(path)
         started = time.time()
         vectors = candidates(Sampler(model, tokenizer), task, instances, m=m, pool=args.pool,
-                             max_new_tokens=36 * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
+                             max_new_tokens=48 * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
         summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64))
         results["models"][name] = {"path": path, "mode": mode, "m": m, "seconds": round(time.time() - started, 1), **summary}
         print(name, json.dumps({k: round(v, 4) for k, v in summary["mean"].items()}), flush=True)

@@ -26,7 +26,7 @@ COMMANDS="$RESULTS/commands.txt"
 train() {  # algo seed
   local algo=$1 seed=$2 m=1
   case $algo in vpo|multi_rlvr) m=3 ;; esac
-  local cmd="python -m evo train --task maze --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((36 * m + 4)) --lr $LR --seed $seed --save-every 25 --no-progress"
+  local cmd="python -m evo train --task maze --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((48 * m + 4)) --lr $LR --seed $seed --save-every 25 --no-progress"
   echo "$cmd" >> "$COMMANDS"
   if [ -f "$RUNS/$algo-s$seed/trainer_state.pt" ]; then
     python -m evo train --out "$RUNS/$algo-s$seed" --resume --steps "$STEPS" --no-progress >> "$RUNS/$algo-s$seed.log" 2>&1
