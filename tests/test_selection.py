@@ -72,11 +72,12 @@ def our_pool(pop: Population, order: list[int], variant: str) -> set[int]:
 @settings(max_examples=60, deadline=None)
 @given(any_matrix, st.sampled_from(NAMES), st.integers(0, 2**32 - 1))
 def test_every_strategy_is_in_range_and_reproducible(scores, name, seed):
-    first = select(name, scores, 7, np.random.default_rng(seed))
-    again = select(name, Population(scores), 7, np.random.default_rng(seed))
-    assert first.shape == (7,) and first.dtype == np.intp
-    assert ((first >= 0) & (first < len(scores))).all()
-    assert np.array_equal(first, again)
+    for prepared in (lambda: scores, lambda: Population(scores), lambda: Population(scores, grouped=False)):
+        first = select(name, prepared(), 7, np.random.default_rng(seed))
+        again = select(name, prepared(), 7, np.random.default_rng(seed))
+        assert first.shape == (7,) and first.dtype == np.intp
+        assert ((first >= 0) & (first < len(scores))).all()
+        assert np.array_equal(first, again)
 
 
 @settings(max_examples=80, deadline=None)
@@ -92,6 +93,7 @@ def test_lexicase_pools_match_the_written_definition(scores, variant, random):
     order = list(range(scores.shape[1]))
     random.shuffle(order)
     assert our_pool(Population(scores), order, variant) == brute_pool(scores, order, variant)
+    assert our_pool(Population(scores, grouped=False), order, variant) == brute_pool(scores, order, variant)
 
 
 @settings(max_examples=40, deadline=None)

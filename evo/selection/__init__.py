@@ -2,8 +2,9 @@
 
 `select(name, scores, k, rng, **options)` returns k member indices of `scores` (n, d), higher
 is better. For repeated selections on the same population, build `Population(scores)` once
-and pass it instead of the array: everything that does not change between selections is
-cached on it.
+and pass it instead of the array: identical rows are merged once and everything that does not
+change between selections is cached on it. A raw array is used as it is (each member its own
+signature; Boltzmann still clusters), which is cheaper for a single call.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def select(
     check_options(name, options)
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
-    pop = scores if isinstance(scores, Population) else Population(scores, lengths=lengths, weights=weights)
+    if not isinstance(scores, Population):  # one-shot: only Boltzmann needs identical rows merged
+        scores = Population(scores, lengths=lengths, weights=weights, grouped=name == "boltzmann")
+    pop = scores
     if k == 0:
         return np.empty(0, dtype=np.intp)
     return np.asarray(REGISTRY[name](pop, k, rng, **options), dtype=np.intp)

@@ -62,6 +62,7 @@ class Population:
         lengths: np.ndarray | None = None,
         weights: np.ndarray | None = None,
         keys: np.ndarray | None = None,  # signature_keys(scores), when the caller keeps them
+        grouped: bool = True,  # False: every member is its own signature (no hashing; one-shot use)
     ):
         scores = np.asarray(scores, dtype=np.float64)
         if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] == 0:
@@ -71,6 +72,7 @@ class Population:
         self.scores = np.ascontiguousarray(scores)
         self.n, self.d = scores.shape
         self.keys = keys
+        self.grouped = grouped
         self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.float64)
         if self.lengths is not None and self.lengths.shape != (self.n,):
             raise ValueError(f"lengths must have shape ({self.n},), got {self.lengths.shape}")
@@ -83,6 +85,9 @@ class Population:
     @cached_property
     def _signatures(self) -> tuple[np.ndarray, ...]:
         """Computed on first use: uniform and tournament selection never need it."""
+        if not self.grouped:
+            members, ones = np.arange(self.n), np.ones(self.n, dtype=np.intp)
+            return self.scores, np.ascontiguousarray(self.scores.T), members, ones, members, members
         first, inverse, counts, order = unique_rows(self.scores, self.keys)
         unique = np.ascontiguousarray(self.scores[first])
         return unique, np.ascontiguousarray(unique.T), inverse, counts, order, np.cumsum(counts) - counts
