@@ -6,10 +6,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
 from evo import tiny
 from evo.errors import UserError
 from evo.policies import load
+from evo.policies import fastlm
 from evo.policies.local import Sampler
 from evo.policies.sampling import first_stop, sample_next, tokens_through_stop, top_p_filter
 
@@ -20,7 +22,10 @@ PROMPTS = ["def f(x):\n    return", "a", "x = [1, 2, 3]  # a list"]  # different
 
 def sharp_model(arch: str, seed: int = 0) -> torch.nn.Module:
     """A random model with larger weights, so that its samples and greedy paths vary."""
-    model = tiny.new_model("nano", arch, TOK, context=256, seed=seed)
+    return sharpen(tiny.new_model("nano", arch, TOK, context=256, seed=seed))
+
+
+def sharpen(model: torch.nn.Module) -> torch.nn.Module:
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:
@@ -41,8 +46,9 @@ def teacher_forced(model, prompt: str, ids: tuple[int, ...], temperature: float 
     return logits.log_softmax(-1).gather(-1, torch.tensor(ids)[:, None])[:, 0]
 
 
-def test_greedy_matches_transformers_generate(model) -> None:
-    out = Sampler(model, TOK).sample(PROMPTS, n=2, max_new_tokens=24, temperature=0.0, ignore_eos=True)
+@pytest.mark.parametrize("fast", [True, False], ids=["fastlm", "hf-forward"])
+def test_greedy_matches_transformers_generate(model, fast: bool) -> None:
+    out = Sampler(model, TOK, fast=fast).sample(PROMPTS, n=2, max_new_tokens=24, temperature=0.0, ignore_eos=True)
     x = TOK(PROMPTS, padding=True, return_tensors="pt")
     ref = model.generate(**x, max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=tiny.PAD_ID)
     ref = ref[:, x.input_ids.shape[1]:].tolist()
@@ -53,14 +59,37 @@ def test_greedy_matches_transformers_generate(model) -> None:
     assert len({c.token_ids for group in out.completions for c in group}) > 1  # the model is not degenerate
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fastlm", "hf-forward"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_logprobs_match_a_full_forward_pass(model, temperature: float) -> None:
-    out = Sampler(model, TOK).sample(PROMPTS, n=3, max_new_tokens=16, temperature=temperature, seed=1)
+def test_logprobs_match_a_full_forward_pass(model, temperature: float, fast: bool) -> None:
+    out = Sampler(model, TOK, fast=fast).sample(PROMPTS, n=3, max_new_tokens=16, temperature=temperature, seed=1)
     for prompt, group in zip(PROMPTS, out.completions):
         for c in group:
             assert len(c.logprobs) == len(c.token_ids) > 0
             ref = teacher_forced(model, prompt, c.token_ids, temperature)
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-3)
+
+
+def test_fast_path_covers_grouped_query_attention() -> None:
+    cfg = tiny.config("nano", "llama", TOK, context=128)
+    cfg.num_key_value_heads = 1  # 2 query heads share one key/value head
+    model = sharpen(AutoModelForCausalLM.from_config(cfg).eval())
+    assert fastlm.supports(model)
+    out = Sampler(model, TOK).sample(PROMPTS, n=2, max_new_tokens=8, seed=0)
+    for prompt, group in zip(PROMPTS, out.completions):
+        for c in group:
+            assert torch.allclose(torch.tensor(c.logprobs), teacher_forced(model, prompt, c.token_ids), atol=1e-3)
+
+
+def test_other_architectures_use_the_model_forward() -> None:
+    cfg = GPTNeoXConfig(vocab_size=len(TOK), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=128, eos_token_id=tiny.EOS_ID)
+    model = AutoModelForCausalLM.from_config(cfg).eval()
+    assert not fastlm.supports(model)
+    out = Sampler(model, TOK).sample(PROMPTS, n=2, max_new_tokens=6, temperature=0.0, ignore_eos=True)
+    x = TOK(PROMPTS, padding=True, return_tensors="pt")
+    ref = model.generate(**x, max_new_tokens=6, do_sample=False, eos_token_id=None, pad_token_id=tiny.PAD_ID)
+    assert [list(g[0].token_ids) for g in out.completions] == ref[:, x.input_ids.shape[1]:].tolist()
 
 
 def test_rollout_tensors_line_up_with_completions(model) -> None:

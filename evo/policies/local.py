@@ -4,8 +4,10 @@
 `LocalPolicy(path)` loads a checkpoint directory and wraps a Sampler.
 
 The loop does one model call per new token and nothing else heavy: the prompt is prefilled
-once per distinct prompt and the cache is then repeated n times, the attention mask and the
-output buffers are preallocated, and stop strings are checked on a short tail of tokens.
+once per distinct prompt and the cache is then repeated n times, the output buffers are
+preallocated, and stop strings are checked on a short tail of tokens. Llama- and GPT-2-style
+models run through evo.policies.fastlm (static KV cache, fused projections); any other
+causal LM through its own forward and a DynamicCache.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import torch
 
 from evo.errors import UserError
 from evo.policies.base import Completion
+from evo.policies.fastlm import FastLM
+from evo.policies.fastlm import supports as fastlm_supports
 from evo.policies.sampling import first_stop, sample_next, tokens_through_stop
 
 Prompts = Sequence[str] | Sequence[Sequence[int]]
@@ -47,8 +51,10 @@ class _Batch:
 class Sampler:
     """Batched sampling from an in-memory causal LM (CPU or CUDA, the model's device)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer) -> None:
+    def __init__(self, model: torch.nn.Module, tokenizer, fast: bool = True) -> None:
+        """`fast=False` forces the model's own forward (the lean path covers Llama and GPT-2)."""
         self.model = model
+        self.fast = fast
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id if getattr(model, "generation_config", None) else None
@@ -110,17 +116,13 @@ class Sampler:
     def _decode_loop(self, prompt_ids, prompt_mask, n, max_new, temperature, top_p, generator, stop,
                      eos_ids: tuple[int, ...]) -> _Batch:
         rows, width = prompt_ids.shape[0] * n, prompt_ids.shape[1]
-        padded = bool((prompt_mask == 0).any())
         position = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=prompt_ids, attention_mask=prompt_mask if padded else None,
-                         position_ids=position, use_cache=True, logits_to_keep=1)
-        cache, logits = getattr(out, self.cache_arg), out.logits[:, -1]
+        backend = (FastLM(self.model, rows, width + max_new) if self.fast and fastlm_supports(self.model)
+                   else _HFBackend(self.model, self.cache_arg, rows, width + max_new))
+        logits = backend.prefill(prompt_ids, prompt_mask, position, n)
         if n > 1:
-            cache.batch_repeat_interleave(n)
             logits = logits.repeat_interleave(n, 0)
-        mask = torch.ones((rows, width + max_new), dtype=torch.long, device=self.device)
-        mask[:, :width] = prompt_mask.repeat_interleave(n, 0)
-        next_position = position[:, -1].repeat_interleave(n, 0)[:, None] + 1
+        next_position = position[:, -1].repeat_interleave(n, 0) + 1
         tokens = torch.full((rows, max_new), self.pad_id, dtype=torch.long, device=self.device)
         logprobs = torch.zeros((rows, max_new), dtype=torch.float32, device=self.device)
         done = torch.zeros(rows, dtype=torch.bool, device=self.device)
@@ -136,9 +138,7 @@ class Sampler:
             done |= ended
             if t + 1 == max_new or bool(done.all()):
                 break
-            out = self.model(input_ids=tokens[:, t:t + 1], attention_mask=mask[:, :width + t + 1] if padded else None,
-                             position_ids=next_position + t, use_cache=True, **{self.cache_arg: cache})
-            logits = out.logits[:, -1]
+            logits = backend.step(tokens[:, t], next_position + t, width + t)
         return _Batch(tokens, logprobs, lengths, done)
 
     def _hit_stop(self, tokens: torch.Tensor, t: int, window: int, stop: Sequence[str], done: torch.Tensor) -> torch.Tensor:
@@ -174,6 +174,34 @@ class Sampler:
 
     def _decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+
+class _HFBackend:
+    """Decoding through the model's own forward and a DynamicCache (any causal LM)."""
+
+    def __init__(self, model: torch.nn.Module, cache_arg: str, rows: int, length: int) -> None:
+        self.model, self.cache_arg = model, cache_arg
+        self.mask: torch.Tensor | None = None
+        self.shape = (rows, length)
+        self.cache = None
+
+    def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, repeat: int) -> torch.Tensor:
+        padded = bool((mask == 0).any())
+        out = self.model(input_ids=ids, attention_mask=mask if padded else None, position_ids=positions,
+                         use_cache=True, logits_to_keep=1)
+        self.cache = getattr(out, self.cache_arg)
+        if repeat > 1:
+            self.cache.batch_repeat_interleave(repeat)
+        if padded:
+            self.mask = torch.ones(self.shape, dtype=torch.long, device=ids.device)
+            self.mask[:, : ids.shape[1]] = mask.repeat_interleave(repeat, 0)
+        return out.logits[:, -1]
+
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor, slot: int) -> torch.Tensor:
+        mask = None if self.mask is None else self.mask[:, : slot + 1]
+        out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None],
+                         use_cache=True, **{self.cache_arg: self.cache})
+        return out.logits[:, -1]
 
 
 class LocalPolicy:
