@@ -92,6 +92,18 @@ def test_other_architectures_use_the_model_forward() -> None:
     assert [list(g[0].token_ids) for g in out.completions] == ref[:, x.input_ids.shape[1]:].tolist()
 
 
+def test_sampling_mid_training_uses_eval_mode_and_restores_it() -> None:
+    model = tiny.new_model("nano", "gpt2", TOK, context=64)
+    model.config.resid_pdrop = model.config.embd_pdrop = model.config.attn_pdrop = 0.5
+    dropped = AutoModelForCausalLM.from_config(model.config)
+    dropped.load_state_dict(model.state_dict())
+    dropped.train()
+    sampler = Sampler(dropped, TOK, fast=False)
+    a = sampler.sample(["ab"], n=1, max_new_tokens=8, seed=0).completions[0][0]
+    b = sampler.sample(["ab"], n=1, max_new_tokens=8, seed=0).completions[0][0]
+    assert a == b and dropped.training
+
+
 def test_rollout_tensors_line_up_with_completions(model) -> None:
     out = Sampler(model, TOK).sample(PROMPTS, n=2, max_new_tokens=10, seed=2, stop=["e"])
     flat = [c for group in out.completions for c in group]

@@ -82,9 +82,14 @@ class Sampler:
         generator = None
         if seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(seed)
-        with torch.inference_mode():
-            batch = self._decode_loop(prompt_ids, prompt_mask, n, max_new, temperature, top_p, generator, stop,
-                                      () if ignore_eos else self.eos_ids)
+        training = self.model.training
+        self.model.eval()  # no dropout while sampling, even mid-training
+        try:
+            with torch.inference_mode():
+                batch = self._decode_loop(prompt_ids, prompt_mask, n, max_new, temperature, top_p, generator,
+                                          stop, () if ignore_eos else self.eos_ids)
+        finally:
+            self.model.train(training)
         return self._finish(prompt_ids.repeat_interleave(n, 0), prompt_mask.repeat_interleave(n, 0), batch,
                             n, max_new, stop)
 
