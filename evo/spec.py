@@ -220,6 +220,9 @@ def _problem(t: _Table, path: Path) -> Problem:
     for program in resolved:
         if not program.is_file():
             t.fail("program", "an existing file (relative to the spec)", str(program))
+        problem = _marker_problem(program)
+        if problem:
+            raise SpecError(f"{t.origin}: [problem] program: {program.name}: {problem}")
     objectives = t.get(
         "objectives", _REQUIRED, "a non-empty list of distinct names",
         lambda v: isinstance(v, list) and v and all(isinstance(o, str) and o for o in v) and len(set(v)) == len(v),
@@ -235,6 +238,25 @@ def _problem(t: _Table, path: Path) -> Problem:
         objectives=tuple(objectives),
         weights=tuple(float(w) for w in weights),
     )
+
+
+def _marker_problem(program: Path) -> str:
+    """Why the EVOLVE-BLOCK-START / EVOLVE-BLOCK-END markers are unusable, or ''."""
+    try:
+        lines = program.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        return f"cannot read it as UTF-8 text ({error})"
+    open_at = None
+    for number, line in enumerate(lines, 1):
+        if "EVOLVE-BLOCK-START" in line:
+            if open_at is not None:
+                return f"EVOLVE-BLOCK-START on line {number} inside the block opened on line {open_at}"
+            open_at = number
+        elif "EVOLVE-BLOCK-END" in line:
+            if open_at is None:
+                return f"EVOLVE-BLOCK-END on line {number} without a START before it"
+            open_at = None
+    return f"EVOLVE-BLOCK-START on line {open_at} is never closed" if open_at else ""
 
 
 def _scorer(t: _Table, path: Path) -> str:

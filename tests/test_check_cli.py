@@ -70,3 +70,12 @@ def test_a_broken_scorer_is_a_usage_error(copy):
 def test_help_lists_check():
     result = subprocess.run([sys.executable, "-m", "evo", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "check" in result.stdout
+
+
+def test_check_a_text_program(tmp_path):
+    (tmp_path / "route.txt").write_text("UP UP LEFT\n")
+    (tmp_path / "score.py").write_text("def evaluate(path):\n    return [len(open(path).read().split()) / 10]\n")
+    (tmp_path / "spec.toml").write_text('[problem]\nprogram = "route.txt"\nscorer = "score.py:evaluate"\nobjectives = ["moves"]\n')
+    result = evo("check", "--json", str(tmp_path / "spec.toml"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["scores"] == {"moves": 0.3}

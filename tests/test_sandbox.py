@@ -193,3 +193,19 @@ def test_from_spec_runs_the_example_and_close_leaves_nothing(tmp_path):
     assert "budget_used" in evaluation.extras
     box.close()
     assert descendants() == [] and not scratch.exists()
+
+
+TEXT_SCORER = """
+def evaluate(path):
+    text = open(path).read()
+    return {"a": float(path.endswith("candidate.txt")), "b": float(len(text))}
+"""
+
+
+@pytest.mark.parametrize("isolation", ["process", "none"])
+def test_programs_that_are_not_python_are_not_compiled(tmp_path, isolation):
+    limits = spec.Sandbox(workers=1, isolation=isolation)
+    with Sandbox(scorer(tmp_path, TEXT_SCORER), ("a", "b"), limits, suffix=".txt") as box:
+        evaluation = box.evaluate("RIGHT, DOWN, (not python")
+    assert evaluation.ok, evaluation.failure
+    assert evaluation.scores.tolist() == [1.0, 24.0]

@@ -187,3 +187,22 @@ def test_any_value_either_validates_or_is_a_one_line_spec_error(key, value):
         assert "\n" not in str(error) and str(EXAMPLE) in str(error)
     else:
         assert isinstance(result, spec.Spec) and result.raw[section] is not None
+
+
+@pytest.mark.parametrize(
+    "program, needle",
+    [
+        ("# EVOLVE-BLOCK-START\nx = 1\n", "EVOLVE-BLOCK-START on line 1 is never closed"),
+        ("x = 1\n# EVOLVE-BLOCK-END\n", "EVOLVE-BLOCK-END on line 2 without a START"),
+        ("# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n", "EVOLVE-BLOCK-START on line 2 inside the block opened on line 1"),
+    ],
+)
+def test_unbalanced_evolve_markers_are_spec_errors(project, program, needle):
+    (project / "initial.py").write_text(program)
+    message = error_of(write(project, MINIMAL))
+    assert "[problem] program: initial.py: " + needle in message
+
+
+def test_balanced_markers_and_several_blocks_are_fine(project):
+    (project / "initial.py").write_text("# EVOLVE-BLOCK-START\na = 1\n# EVOLVE-BLOCK-END\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n")
+    assert spec.load(write(project, MINIMAL)).problem.program.name == "initial.py"

@@ -31,7 +31,7 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
             return  # the zygote is shutting down
         os.chdir(workdir)
         os.environ.update(HOME=workdir, TMPDIR=workdir, USER="evo-sandbox", LOGNAME="evo-sandbox")
-        path = os.path.join(workdir, "candidate.py")
+        path = os.path.join(workdir, config["filename"])
         sys.argv = [path]
         reply = evaluate(scorer, path, config["objectives"], config["required_extras"])
         for stream in (sys.stdout, sys.stderr):

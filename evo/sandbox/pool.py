@@ -26,7 +26,8 @@ class Sandbox:
     isolation "process": warm zygote workers fork one confined child per evaluation (see
     docs/sandbox.md). isolation "none": the trusted scorer runs in this process.
     `namespaces`: "auto" (use them when root and available), "on" (required) or "off"
-    (force the rlimits + process-group fallback).
+    (force the rlimits + process-group fallback). `suffix`: the candidate file's suffix
+    (the initial program's); only ".py" candidates are checked with compile() first.
     """
 
     def __init__(
@@ -37,12 +38,14 @@ class Sandbox:
         *,
         required: Sequence[str] = (),
         search_path: str | None = None,
+        suffix: str = ".py",
         namespaces: str = "auto",
         drop_privileges: bool = True,
     ):
         if namespaces not in ("auto", "on", "off"):
             raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
         self.objectives, self.limits, self.required = tuple(objectives), limits, tuple(required)
+        self.filename = f"candidate{suffix}"  # a program that is not Python is not compiled first
         self._scratch = Path(tempfile.mkdtemp(prefix="evo-sandbox-"))
         self._scratch.chmod(0o711)  # the (unprivileged) evaluation must reach its own directory
         self._idle: queue.Queue[Worker] = queue.Queue()
@@ -63,7 +66,8 @@ class Sandbox:
     def from_spec(cls, spec: spec_module.Spec, **options: Any) -> "Sandbox":
         return cls(
             spec.problem.scorer, spec.problem.objectives, spec.sandbox,
-            required=required_extras(spec.features), search_path=str(spec.path.parent), **options,
+            required=required_extras(spec.features), search_path=str(spec.path.parent),
+            suffix=spec.problem.program.suffix, **options,
         )
 
     def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool) -> None:
@@ -72,7 +76,7 @@ class Sandbox:
             "required_extras": list(self.required), "timeout": self.limits.timeout,
             "cpu_limit": self.limits.cpu_limit, "memory_mb": self.limits.memory_mb,
             "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
-            "namespaces": namespaces, "drop_privileges": drop,
+            "namespaces": namespaces, "drop_privileges": drop, "filename": self.filename,
         }
         self._workers = [Worker(config, self._scratch / f"w{i}") for i in range(self.limits.workers)]
         for worker in self._workers:
@@ -94,7 +98,7 @@ class Sandbox:
         return self._executor.submit(self._evaluate, code)
 
     def _evaluate(self, code: str) -> Evaluation:
-        failure = _syntax_error(code)
+        failure = _syntax_error(code) if self.filename.endswith(".py") else None
         if failure is not None:
             return failure
         if self._scorer is not None:
@@ -109,7 +113,7 @@ class Sandbox:
     def _in_process(self, code: str) -> Evaluation:
         start = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="eval-", dir=self._scratch) as workdir:
-            path = Path(workdir) / "candidate.py"
+            path = Path(workdir) / self.filename
             path.write_text(code, encoding="utf-8")
             reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required)
         reply["seconds"] = time.monotonic() - start

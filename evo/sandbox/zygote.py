@@ -125,6 +125,7 @@ class Server:
         return {
             "objectives": c["objectives"],
             "required_extras": c["required_extras"],
+            "filename": c["filename"],
             "address_space": address_space + (c["memory_mb"] << 20),
             "cpu_limit": c["cpu_limit"],
             "nproc": nproc,
@@ -137,7 +138,7 @@ class Server:
         """A fresh working directory holding the candidate, owned by the evaluation's user."""
         workdir = os.path.join(self.config["scratch"], secrets.token_hex(8))
         os.mkdir(workdir, 0o700)
-        path = os.path.join(workdir, "candidate.py")
+        path = os.path.join(workdir, self.config["filename"])
         with open(path, "w", encoding="utf-8") as file:
             file.write(code)
         if self.user is not None:
