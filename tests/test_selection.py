@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 from evo.errors import UserError
 from evo.selection import NAMES, Population, select
-from evo.selection.lexicase import _dynamic_keep, _exact, _static_population, final_pool, population_mad
+from evo.selection.lexicase import _dynamic_keep, _static_population, exact_keep, final_pool, population_mad, within_keep
 
 EPSILON_VARIANTS = ("static", "semi-dynamic", "dynamic")
 
@@ -57,14 +57,14 @@ def brute_pool(scores: np.ndarray, order: list[int], variant: str) -> set[int]:
 
 def our_pool(pop: Population, order: list[int], variant: str) -> set[int]:
     if variant == "static":
-        pop, keep = _static_population(pop, population_mad(pop)), _exact
+        pop = _static_population(pop, population_mad(pop))
+        keep = exact_keep(pop)
     elif variant == "dynamic":
         keep = _dynamic_keep(pop)
     elif variant == "semi-dynamic":
-        mad = population_mad(pop)
-        keep = lambda values, case, pool: values >= values.max() - mad[case]  # noqa: E731
+        keep = within_keep(pop, population_mad(pop))
     else:
-        keep = _exact
+        keep = exact_keep(pop)
     rows = final_pool(pop, order, keep, {})
     return set(np.flatnonzero(np.isin(pop.inverse, rows)).tolist())
 

@@ -19,8 +19,8 @@ from evo.selection.population import Population, as_population
 MEMO_DEPTH = 2
 VARIANTS = ("static", "semi-dynamic", "dynamic")
 
-# keep(values of the pool on case c, case c, pool unique-row indices or None) -> boolean mask
-Keep = Callable[[np.ndarray, int, "np.ndarray | None"], np.ndarray]
+# keep(case, pool of signature indices, None for all) -> a boolean mask over the pool
+Keep = Callable[[int, "np.ndarray | None"], np.ndarray]
 
 
 def median(values: np.ndarray) -> float:
@@ -53,8 +53,7 @@ def final_pool(pop: Population, order: list[int], keep: Keep, memo: dict) -> np.
         if hit is not None:
             pool = hit
         else:
-            values = pop.columns[case] if pool is None else pop.columns[case][pool]
-            mask = keep(values, case, pool)
+            mask = keep(case, pool)
             pool = np.flatnonzero(mask) if pool is None else pool[mask]
             if key is not None:
                 memo[key] = pool
@@ -73,8 +72,28 @@ def _orders(d: int, k: int, rng: np.random.Generator, cases: np.ndarray | None =
     return cases[rng.random((k, len(cases))).argsort(axis=1)].tolist()
 
 
-def _exact(values: np.ndarray, case: int, pool: np.ndarray | None) -> np.ndarray:
-    return values == values.max()
+def column(pop: Population, case: int, pool: np.ndarray | None) -> np.ndarray:
+    return pop.columns[case] if pool is None else pop.columns[case][pool]
+
+
+def exact_keep(pop: Population) -> Keep:
+    """Plain lexicase: the best on the case."""
+
+    def keep(case: int, pool: np.ndarray | None) -> np.ndarray:
+        values = column(pop, case, pool)
+        return values == values.max()
+
+    return keep
+
+
+def within_keep(pop: Population, eps: np.ndarray) -> Keep:
+    """Semi-dynamic epsilon: within a fixed epsilon of the pool's best."""
+
+    def keep(case: int, pool: np.ndarray | None) -> np.ndarray:
+        values = column(pop, case, pool)
+        return values >= values.max() - eps[case]
+
+    return keep
 
 
 def _memo(pop: Population, key: object) -> dict:
@@ -84,7 +103,7 @@ def _memo(pop: Population, key: object) -> dict:
 def lexicase(scores: Population | np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """Plain lexicase: keep the candidates with the best value on each case in a random order."""
     pop = as_population(scores)
-    return run_events(pop, _orders(pop.d, k, rng), _exact, _memo(pop, "exact"), rng)
+    return run_events(pop, _orders(pop.d, k, rng), exact_keep(pop), _memo(pop, "exact"), rng)
 
 
 def _epsilons(pop: Population, epsilon: float | np.ndarray | None) -> np.ndarray:
@@ -114,23 +133,37 @@ def _levels(pop: Population, case: int, most: int = 64) -> tuple[np.ndarray, np.
 
 
 def _dynamic_keep(pop: Population) -> Keep:
-    def keep(values: np.ndarray, case: int, pool: np.ndarray | None) -> np.ndarray:
+    """Dynamic epsilon: within the pool's own MAD of the pool's best."""
+
+    def keep(case: int, pool: np.ndarray | None) -> np.ndarray:
         levels = _levels(pop, case)
-        if levels is not None and len(levels[0]) <= 2:  # two values: MAD < their gap, so exact
+        if levels is None:
+            values = column(pop, case, pool)
+            members = values if pop.u == pop.n else np.repeat(values, column_counts(pop, pool))
+            return values >= values.max() - mad(members)
+        if len(levels[0]) <= 2:  # two values: the MAD is below their gap, so this is exact
+            values = column(pop, case, pool)
             return values == values.max()
-        counts = pop.counts if pool is None else pop.counts[pool]
-        if levels is not None:  # few distinct values: medians from a histogram
-            codes = levels[1] if pool is None else levels[1][pool]
-            hist = np.bincount(codes, weights=counts, minlength=len(levels[0]))
-            centre = weighted_median(levels[0], hist)
-            deviation = np.abs(levels[0] - centre)
-            order = np.argsort(deviation, kind="stable")
-            spread = weighted_median(deviation[order], hist[order])
-        else:
-            spread = mad(values if pop.u == pop.n else np.repeat(values, counts))
-        return values >= values.max() - spread
+        codes = levels[1] if pool is None else levels[1][pool]  # few values: work on a histogram
+        weights = None if pop.u == pop.n else column_counts(pop, pool)
+        hist = np.bincount(codes, weights=weights, minlength=len(levels[0]))
+        return codes >= _histogram_cutoff(levels[0], hist)
 
     return keep
+
+
+def column_counts(pop: Population, pool: np.ndarray | None) -> np.ndarray:
+    return pop.counts if pool is None else pop.counts[pool]
+
+
+def _histogram_cutoff(levels: np.ndarray, hist: np.ndarray) -> int:
+    """The first level kept by 'value >= max - MAD', for a pool given as a histogram over levels."""
+    top = levels[np.flatnonzero(hist)[-1]]
+    centre = weighted_median(levels, hist)
+    deviation = np.abs(levels - centre)
+    order = np.argsort(deviation, kind="stable")
+    spread = weighted_median(deviation[order], hist[order])
+    return int(np.searchsorted(levels, top - spread, side="left"))
 
 
 def _static_population(pop: Population, eps: np.ndarray) -> Population:
@@ -164,10 +197,7 @@ def epsilon_lexicase(
     if variant == "static":
         return lexicase(_static_population(pop, eps), k, rng)
 
-    def keep(values: np.ndarray, case: int, pool: np.ndarray | None) -> np.ndarray:
-        return values >= values.max() - eps[case]
-
-    return run_events(pop, _orders(pop.d, k, rng), keep, _memo(pop, ("semi", eps.tobytes())), rng)
+    return run_events(pop, _orders(pop.d, k, rng), within_keep(pop, eps), _memo(pop, ("semi", eps.tobytes())), rng)
 
 
 def downsampled_lexicase(
@@ -186,4 +216,4 @@ def downsampled_lexicase(
     if not 1 <= size <= pop.d:
         raise UserError(f"down-sample size must be in [1, {pop.d}], got {size!r}")
     cases = np.sort(rng.choice(pop.d, size, replace=False))
-    return run_events(pop, _orders(pop.d, k, rng, cases), _exact, _memo(pop, "exact"), rng)
+    return run_events(pop, _orders(pop.d, k, rng, cases), exact_keep(pop), _memo(pop, "exact"), rng)
