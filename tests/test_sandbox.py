@@ -4,6 +4,8 @@ import os
 import platform
 import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -209,3 +211,38 @@ def test_programs_that_are_not_python_are_not_compiled(tmp_path, isolation):
         evaluation = box.evaluate("RIGHT, DOWN, (not python")
     assert evaluation.ok, evaluation.failure
     assert evaluation.scores.tolist() == [1.0, 24.0]
+
+
+def test_a_scorer_that_disappears_is_a_user_error_at_the_restart(tmp_path):
+    box = sandbox(tmp_path)
+    try:
+        assert box.evaluate("x = 1").ok
+        (tmp_path / "score.py").write_text("raise ImportError('gone')\n")
+        os.killpg(box._workers[0].proc.pid, signal.SIGKILL)
+        box._workers[0].proc.wait()
+        with pytest.raises(UserError, match="gone"):
+            box.evaluate("x = 2")
+    finally:
+        box.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        box.evaluate("x = 3")
+
+
+@pytest.mark.parametrize("mode", [pytest.param("on", marks=needs_root), "off"])
+def test_workers_exit_when_the_search_process_is_killed(tmp_path, mode):
+    script = (
+        "import time\nfrom evo import spec\nfrom evo.sandbox import Sandbox\n"
+        f"box = Sandbox({scorer(tmp_path)!r}, ('a', 'b'), spec.Sandbox(workers=2), namespaces={mode!r})\n"
+        "assert box.evaluate('x = 1').ok\n"
+        "print(' '.join(str(w.proc.pid) for w in box._workers), flush=True)\ntime.sleep(100)\n"
+    )
+    search = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        zygotes = [psutil.Process(int(pid)) for pid in search.stdout.readline().split()]
+        tree = zygotes + [c for z in zygotes for c in z.children(recursive=True)]
+        assert len(zygotes) == 2 and len(tree) >= 3  # zygotes (and PID 1s), spare evaluations
+    finally:
+        search.kill()
+        search.wait()
+    gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert alive == []

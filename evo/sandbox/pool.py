@@ -51,6 +51,7 @@ class Sandbox:
         self._idle: queue.Queue[Worker] = queue.Queue()
         self._workers: list[Worker] = []
         self._scorer: Any = None
+        self._closed = False
         try:
             if limits.isolation == "none":
                 self._scorer = load_scorer(scorer, search_path)
@@ -103,9 +104,13 @@ class Sandbox:
             return failure
         if self._scorer is not None:
             return self._in_process(code)
+        if self._closed:
+            raise RuntimeError("the sandbox is closed")
         worker = self._idle.get()
         try:
             reply = worker.evaluate(code)
+        except ScorerError as error:  # a replacement worker could not load the scorer any more
+            raise UserError(str(error)) from None
         finally:
             self._idle.put(worker)
         return self._to_evaluation(reply)
@@ -136,6 +141,7 @@ class Sandbox:
         return Evaluation(scores=scores, extras=extras, seconds=seconds, output=output)
 
     def close(self) -> None:
+        self._closed = True
         executor = getattr(self, "_executor", None)
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)

@@ -45,7 +45,7 @@ class Worker:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                 cwd=self.scratch, env=env, start_new_session=True,
             )
-        self._send({**self.config, "scratch": str(self.scratch), "parent": os.getpid()})
+        self._send({**self.config, "scratch": str(self.scratch)})
 
     def wait_ready(self) -> None:
         """Wait until the zygote has imported the scorer; ScorerError when it cannot."""

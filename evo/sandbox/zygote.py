@@ -30,9 +30,8 @@ def main() -> None:
     config = protocol.recv(STDIN)
     config["host_pid"] = os.getpid()  # before the PID namespace renames us
     mode = _enter(config["namespaces"])
-    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != config["parent"]:
-        os._exit(0)
+    # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
+    # search process dies, our stdin closes and we exit at the next request.
     from evo.sandbox import child  # noqa: F401  (import numpy & co. once, not per evaluation)
     from evo.sandbox.loader import ScorerError, load_scorer
 
