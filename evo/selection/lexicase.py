@@ -38,9 +38,10 @@ def mad(values: np.ndarray) -> float:
 
 
 def population_mad(pop: Population) -> np.ndarray:
+    """Each case's MAD over the members (duplicates counted)."""
     if "mad" not in pop.cache:
-        median = np.median(pop.scores, axis=0)
-        pop.cache["mad"] = np.median(np.abs(pop.scores - median), axis=0)
+        members = np.ascontiguousarray(pop.scores.T) if pop.grouped else pop.columns
+        pop.cache["mad"] = np.array([mad(case) for case in members])
     return pop.cache["mad"]
 
 
@@ -171,7 +172,7 @@ def _static_population(pop: Population, eps: np.ndarray) -> Population:
     key = ("static", eps.tobytes())
     if key not in pop.cache:
         passed = pop.scores >= pop.scores.max(axis=0) - eps
-        pop.cache[key] = Population(passed.astype(np.float64))
+        pop.cache[key] = Population(passed.astype(np.float64), grouped=pop.grouped)
     return pop.cache[key]
 
 
