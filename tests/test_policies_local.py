@@ -160,8 +160,9 @@ def test_token_id_prompts_and_context_limit() -> None:
 
 
 def test_local_policy_loads_a_directory(tmp_path) -> None:
-    tiny.save(tiny.new_model("nano", "gpt2", TOK, context=128), TOK, tmp_path)
+    tiny.save(tiny.new_model("nano", "gpt2", TOK, context=128).half(), TOK, tmp_path)  # shipped as float16
     policy = load(f"local:{tmp_path}", device="cpu")
+    assert policy.sampler.model.dtype == torch.float32
     out = policy.generate(["hi", "there"], n=3, max_new_tokens=5, seed=0)
     assert [len(g) for g in out] == [3, 3] and all(len(c.token_ids) <= 5 for g in out for c in g)
 

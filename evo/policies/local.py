@@ -212,10 +212,13 @@ class _HFBackend:
 class LocalPolicy:
     """A Policy over a Hugging Face causal-LM directory (`local:PATH`)."""
 
-    def __init__(self, path: str | Path, device: str | None = None, dtype: str = "auto") -> None:
+    def __init__(self, path: str | Path, device: str | None = None, dtype: str | torch.dtype | None = None) -> None:
+        """`dtype` None: float32 on CPU (half precision is slow there), the checkpoint's own on CUDA."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype is None:
+            dtype = "auto" if str(device).startswith("cuda") else torch.float32
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()

@@ -137,7 +137,7 @@ def main() -> None:
     }
     if vllm_times:
         result["vllm_cpu_tok_s"] = summary(tokens, vllm_times)
-        result["ratio_vs_vllm"] = round(statistics.median(vllm_times) / statistics.median(ours), 3)
+        result["ratio_vs_vllm"] = round(statistics.median(vllm_times) / statistics.median(w for w, _ in ours), 3)
     print(json.dumps(result))
 
 
