@@ -60,6 +60,21 @@ def enter_namespaces() -> None:
     _loopback_up()
 
 
+def namespaces_available() -> bool:
+    """Whether this process could enter the sandbox's namespaces (probed in a child)."""
+    if os.geteuid() != 0:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        try:
+            enter_namespaces()
+            os._exit(0)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def _loopback_up() -> None:
     """Bring up `lo` in the fresh network namespace (it has no other interface)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
