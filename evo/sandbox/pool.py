@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -52,6 +53,7 @@ class Sandbox:
         self._workers: list[Worker] = []
         self._scorer: Any = None
         self._closed = False
+        self._lock = threading.Lock()  # a trusted in-process scorer runs one call at a time
         try:
             if limits.isolation == "none":
                 self._scorer = load_scorer(scorer, search_path)
@@ -117,7 +119,7 @@ class Sandbox:
 
     def _in_process(self, code: str) -> Evaluation:
         start = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="eval-", dir=self._scratch) as workdir:
+        with self._lock, tempfile.TemporaryDirectory(prefix="eval-", dir=self._scratch) as workdir:
             path = Path(workdir) / self.filename
             path.write_text(code, encoding="utf-8")
             reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required)
