@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -164,7 +165,7 @@ class _Table:
         return self.get(key, default, f"an integer >= {low}", lambda v: _is_int(v) and v >= low)
 
     def number(self, key: str, default: Any, allow_zero: bool = False) -> float:
-        what = "a number >= 0" if allow_zero else "a positive number"
+        what = "a finite number >= 0" if allow_zero else "a finite positive number"
         return float(self.get(key, default, what, lambda v: _is_num(v) and (v > 0 or (allow_zero and v == 0))))
 
     def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
@@ -182,7 +183,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_num(value: Any) -> bool:
-    return _is_int(value) or isinstance(value, float)
+    return _is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _show(value: Any) -> str:
@@ -317,7 +318,7 @@ def _search(t: _Table) -> Search:
         "topology", d.topology, f"one of {', '.join(map(repr, TOPOLOGIES))} or a list of [a, b] island pairs (< {islands})",
         lambda v: v in TOPOLOGIES or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
     )
-    target = t.get("target", None, "a number", _is_num)
+    target = t.get("target", None, "a finite number", _is_num)
     return Search(
         islands=islands,
         topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),

@@ -247,3 +247,9 @@ def test_workers_exit_when_the_search_process_is_killed(tmp_path, mode):
         search.wait()
     gone, alive = psutil.wait_procs(tree, timeout=10)
     assert alive == []
+
+
+def test_enormous_limits_are_clamped_not_crashes(tmp_path):
+    with sandbox(tmp_path, timeout=1e12, memory_mb=10**12) as box:
+        evaluation = box.evaluate("x = 1")
+    assert evaluation.ok, evaluation.failure

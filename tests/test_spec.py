@@ -85,12 +85,14 @@ def test_a_typo_is_one_line_naming_file_section_and_key(project, section, typo, 
 @pytest.mark.parametrize(
     "extra, needle",
     [
-        ("[sandbox]\ntimeout = -1", "[sandbox] timeout: expected a positive number, found int -1"),
+        ("[sandbox]\ntimeout = -1", "[sandbox] timeout: expected a finite positive number, found int -1"),
         ("[sandbox]\nworkers = true", "[sandbox] workers: expected an integer >= 1, found bool True"),
         ("[sandbox]\nisolation = \"docker\"", "[sandbox] isolation: expected one of 'process', 'none'"),
         ("[search]\nselection = \"best\"", "[search] selection: expected one of"),
         ("[search]\ntopology = [[0, 9]]", "[search] topology: expected"),
-        ("[search]\ntarget = \"high\"", "[search] target: expected a number, found str 'high'"),
+        ("[search]\ntarget = \"high\"", "[search] target: expected a finite number, found str 'high'"),
+        ("[search]\ntarget = nan", "[search] target: expected a finite number, found float nan"),
+        ("[sandbox]\ntimeout = inf", "[sandbox] timeout: expected a finite positive number, found float inf"),
         ("[prompt]\nstyle = \"poem\"", "[prompt] style: expected one of"),
         ("[features.x]\nsource = \"objective:zz\"", "[features.x] source: expected 'code_length'"),
         ("[features.x]\nrange = [1, 0]", "[features.x] range: expected [low, high] with low < high"),
@@ -166,7 +168,7 @@ def test_overrides_are_validated_like_the_file(project):
 
 
 _VALUES = st.one_of(
-    st.integers(-5, 10**6), st.floats(allow_nan=False), st.text(max_size=8), st.booleans(),
+    st.integers(-5, 10**6), st.floats(), st.text(max_size=8), st.booleans(),
     st.lists(st.integers(-2, 5), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
 _KEYS = [("sandbox", k) for k in spec.Sandbox.__annotations__] + [("search", k) for k in spec.Search.__annotations__] + [

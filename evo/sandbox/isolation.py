@@ -26,6 +26,7 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
 CAP_DAC_READ_SEARCH, _CAP_VERSION_3 = 2, 0x20080522
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_LIMIT_CAP = 1 << 62  # larger rlimit values overflow
 PRIVATE_ID_BASE, PRIVATE_ID_SPAN = 0x5E000000, 0x01000000  # far above real and container-mapped ids
 _FLAG_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
@@ -100,7 +101,7 @@ def make_readonly(writable: str, size_mb: int) -> list[str]:
     on `writable` (the evaluations' directories) and a small one on /dev/shm. Returns the
     mount points that could not be remounted (best effort: an odd mount must not make the
     sandbox unusable)."""
-    mount("tmpfs", writable, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=0711")
+    mount("tmpfs", writable, "tmpfs", MS_NOSUID | MS_NODEV, f"size={min(size_mb, 1 << 20)}m,mode=0711")
     failed = []
     for point, options in _mounts():
         if point == writable or point == "/proc" or point.startswith("/proc/"):
@@ -201,7 +202,8 @@ def own_process_count(uid: int) -> int:
 
 
 def set_limits(address_space: int, cpu_seconds: float, processes: int | None, file_bytes: int) -> None:
-    cpu = max(1, int(cpu_seconds + 0.999))
+    cpu = max(1, int(min(cpu_seconds, 1 << 40) + 0.999))
+    address_space, file_bytes = min(address_space, _LIMIT_CAP), min(file_bytes, _LIMIT_CAP)
     resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))

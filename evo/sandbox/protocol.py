@@ -32,13 +32,22 @@ def send(fd: int, message: Any) -> None:
         view = view[os.write(fd, view):]
 
 
+def wait_readable(fds: list[int], deadline: float) -> list[int]:
+    """The readable fds, or [] once `deadline` (time.monotonic) has passed."""
+    while True:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            return []
+        ready = select.select(fds, [], [], min(wait, 3600.0))[0]  # select overflows on huge waits
+        if ready:
+            return ready
+
+
 def _read(fd: int, size: int, deadline: float | None) -> bytes:
     chunks, left = [], size
     while left:
-        if deadline is not None:
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                raise TimeoutError("no answer before the deadline")
+        if deadline is not None and not wait_readable([fd], deadline):
+            raise TimeoutError("no answer before the deadline")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
             raise Closed("pipe closed")

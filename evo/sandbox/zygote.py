@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import os
 import secrets
-import select
 import shutil
 import signal
 import time
@@ -217,10 +216,9 @@ class Watch:
     def until(self, deadline: float) -> bool:
         """Read until the process exits (True) or the deadline passes (False)."""
         while True:
-            wait = deadline - time.monotonic()
-            if wait <= 0:
+            ready = protocol.wait_readable([self.pidfd, *self.open], deadline)
+            if not ready:
                 return False
-            ready = select.select([self.pidfd, *self.open], [], [], wait)[0]
             for fd in ready:
                 if fd != self.pidfd:
                     self._read(fd)
