@@ -1,5 +1,6 @@
 """Scorer for the function-minimization example: one objective per test function, each in
-[0, 1] (1 = the global minimum found), averaged over a few seeds."""
+[0, 1] (1 = the global minimum found), averaged over a few seeds. Each seed moves the
+function's minimum by a hidden shift, so a program cannot just return a known optimum."""
 
 from __future__ import annotations
 
@@ -65,15 +66,22 @@ def _load(path):
     return module.minimize
 
 
+def _shifted(f, shift):
+    """The same landscape with its minimum moved by `shift` (so no point is known to be best)."""
+    return lambda x: f(x - shift)
+
+
 def evaluate(path):
     minimize = _load(path)
     scores, calls_used = {}, []
     for name, (f, (low, high), half) in PROBLEMS.items():
         values = []
         for seed in SEEDS:
-            wrapped, calls = _counted(f, BUDGET)
+            shift = np.random.default_rng(1000 + seed).uniform(low, high, DIM) * 0.4
+            g = _shifted(f, shift)
+            wrapped, calls = _counted(g, BUDGET)
             x = np.clip(np.asarray(minimize(wrapped, DIM, (low, high), BUDGET, np.random.default_rng(seed)), float), low, high)
-            values.append(half / (half + max(0.0, f(x))))
+            values.append(half / (half + max(0.0, g(x))))
             calls_used.append(calls[0] / BUDGET)
         scores[name] = float(np.mean(values))
     scores["budget_used"] = float(np.mean(calls_used))
