@@ -212,6 +212,9 @@ def test_programs_that_are_not_python_are_not_compiled(tmp_path, isolation):
         evaluation = box.evaluate("RIGHT, DOWN, (not python")
     assert evaluation.ok, evaluation.failure
     assert evaluation.scores.tolist() == [1.0, 24.0]
+    with Sandbox(scorer(tmp_path, TEXT_SCORER), ("a", "b"), limits, suffix=".txt") as box:
+        assert box.evaluate("lone \ud800 surrogate").failure.kind == "syntax"
+        assert box.evaluate("fine").ok
 
 
 def test_a_scorer_that_disappears_is_a_user_error_at_the_restart(tmp_path):
@@ -253,3 +256,18 @@ def test_enormous_limits_are_clamped_not_crashes(tmp_path):
     with sandbox(tmp_path, timeout=1e12, memory_mb=10**12) as box:
         evaluation = box.evaluate("x = 1")
     assert evaluation.ok, evaluation.failure
+
+
+@pytest.mark.parametrize("mode", [pytest.param("on", marks=needs_root), "off"])
+def test_a_spare_that_died_while_idle_costs_one_evaluation(tmp_path, mode):
+    with sandbox(tmp_path, mode) as box:
+        assert box.evaluate("x = 1").ok
+        time.sleep(0.3)  # the next spare is forked after the answer
+        zygote = psutil.Process(box._workers[0].proc.pid)
+        spares = [p for p in zygote.children(recursive=True) if p.uids().real != 0]
+        assert len(spares) == 1
+        spares[0].kill()  # it stays a zombie until the zygote reaps it
+        time.sleep(0.2)
+        lost = box.evaluate("x = 2")
+        assert lost.failure.kind in ("killed", "bad_output"), lost.failure
+        assert box.evaluate("x = 3").ok

@@ -101,7 +101,7 @@ class Sandbox:
         return self._executor.submit(self._evaluate, code)
 
     def _evaluate(self, code: str) -> Evaluation:
-        failure = _syntax_error(code) if self.filename.endswith(".py") else None
+        failure = _syntax_error(code) if self.filename.endswith(".py") else _text_error(code)
         if failure is not None:
             return failure
         if self._scorer is not None:
@@ -167,4 +167,12 @@ def _syntax_error(code: str) -> Evaluation | None:
         return Evaluation.failed("syntax", f"{where}{error.msg}")
     except (ValueError, RecursionError, MemoryError, OverflowError) as error:
         return Evaluation.failed("syntax", f"{type(error).__name__}: {error}")
+    return None
+
+
+def _text_error(code: str) -> Evaluation | None:
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return Evaluation.failed("syntax", f"the candidate is not valid text: {error}")
     return None

@@ -165,21 +165,23 @@ class Server:
         return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]))
 
     def _run(self, spare: "Spare", workdir: str) -> dict[str, Any]:
-        start = time.monotonic()
+        start, finished = time.monotonic(), False
+        in_namespace = self.mode == "namespaces"
         try:
-            os.write(spare.go, workdir.encode())
-        finally:
-            os.close(spare.go)
-        watch = spare.watch
-        timed_out = not watch.until(start + self.config["timeout"])
-        if timed_out:
-            isolation.signal_tree(spare.pid, self.mode == "namespaces")
-        _, status, usage = os.wait4(spare.pid, 0)
-        seconds = time.monotonic() - start
-        isolation.kill_tree(spare.pid, self.mode == "namespaces")
-        watch.drain()
-        reply = self._classify(watch.result(), status, usage, timed_out)
-        reply.update(seconds=seconds, output=watch.text())
+            try:
+                os.write(spare.go, workdir.encode())
+            finally:
+                os.close(spare.go)
+            finished = spare.watch.until(start + self.config["timeout"])
+        finally:  # whatever happened: kill, reap and close everything of this evaluation
+            if not finished:
+                isolation.signal_tree(spare.pid, in_namespace)
+            _, status, usage = os.wait4(spare.pid, 0)
+            seconds = time.monotonic() - start
+            isolation.kill_tree(spare.pid, in_namespace)
+            spare.watch.drain()
+        reply = self._classify(spare.watch.result(), status, usage, timed_out=not finished)
+        reply.update(seconds=seconds, output=spare.watch.text())
         return reply
 
     def _classify(self, result: Any, status: int, usage: Any, timed_out: bool) -> dict[str, Any]:
