@@ -1,9 +1,9 @@
 """A lean decoding forward for Llama- and GPT-2-style models, reading the HF model's weights.
 
 Used by the Sampler when the model is one of these (the HF forward otherwise). Per layer and
-token: one fused projection (q, k, v and the rotated q, k for RoPE), a write into a
-preallocated KV cache, one attention call, one output projection, one fused MLP input — no
-cache concatenation, no mask rebuilding, no per-module Python. Weights are fused when a
+token: one fused q/k/v projection, a write into a preallocated KV cache, one attention call,
+one output projection, one fused MLP input — no cache concatenation, no mask rebuilding, no
+per-module Python. Weights are fused when a
 `FastLM` is built (one per sampling call), so a model being trained is always read fresh.
 """
 
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 @dataclass(frozen=True)
 class _Layer:
     norm1: tuple  # (weight, bias|None, eps)
-    qkv_w: torch.Tensor  # [out, d]: q, k, v (+ rotated q, k for llama)
+    qkv_w: torch.Tensor  # [out, d]: q, k, v stacked
     qkv_b: torch.Tensor | None
     out_w: torch.Tensor
     out_b: torch.Tensor | None
