@@ -238,11 +238,13 @@ def test_workers_exit_when_the_search_process_is_killed(tmp_path, mode):
         "import time\nfrom evo import spec\nfrom evo.sandbox import Sandbox\n"
         f"box = Sandbox({scorer(tmp_path)!r}, ('a', 'b'), spec.Sandbox(workers=2), namespaces={mode!r})\n"
         "assert box.evaluate('x = 1').ok\n"
-        "print(' '.join(str(w.proc.pid) for w in box._workers), flush=True)\ntime.sleep(100)\n"
+        "print(*[w.proc.pid for w in box._workers], box._scratch, flush=True)\ntime.sleep(100)\n"
     )
     search = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        zygotes = [psutil.Process(int(pid)) for pid in search.stdout.readline().split()]
+        line = search.stdout.readline().split()
+        scratch = Path(line.pop())
+        zygotes = [psutil.Process(int(pid)) for pid in line]
         tree = zygotes + [c for z in zygotes for c in z.children(recursive=True)]
         assert len(zygotes) == 2 and len(tree) >= 3  # zygotes (and PID 1s), spare evaluations
     finally:
@@ -250,6 +252,7 @@ def test_workers_exit_when_the_search_process_is_killed(tmp_path, mode):
         search.wait()
     gone, alive = psutil.wait_procs(tree, timeout=10)
     assert alive == []
+    assert scratch.is_dir() is False  # the zygotes removed the sandbox's directory on their way out
 
 
 def test_enormous_limits_are_clamped_not_crashes(tmp_path):

@@ -50,6 +50,10 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
+def unmount(target: str) -> None:
+    _check(_libc.umount2(target.encode(), 2), f"umount {target}")  # MNT_DETACH
+
+
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
 

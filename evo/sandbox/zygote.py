@@ -28,6 +28,7 @@ RESULT_LIMIT = 16 << 20  # a score vector and its extras; more than this cannot 
 def main() -> None:
     config = protocol.recv(STDIN)
     config["host_pid"] = os.getpid()  # before the PID namespace renames us
+    tidy = _Tidy(config["scratch"])  # before the mount namespace makes the host read-only
     mode = _enter(config["namespaces"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
     # search process dies, our stdin closes and we exit at the next request.
@@ -47,10 +48,10 @@ def main() -> None:
             failed = isolation.make_readonly(config["scratch"], config["memory_mb"])
         except OSError as error:  # still in fresh PID and network namespaces; files as in the fallback
             failed = [f"(all: {error})"]
-        _become_namespace_init()
+        _become_namespace_init(config["scratch"], tidy)
     else:
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)
-    Server(config, scorer, mode).serve(failed)
+    Server(config, scorer, mode, tidy).serve(failed)
 
 
 def _enter(wanted: str) -> str:
@@ -69,8 +70,9 @@ def _enter(wanted: str) -> str:
         return "rlimits"
 
 
-def _become_namespace_init() -> None:
-    """Fork the server as PID 1 of the new PID namespace; this process only waits for it."""
+def _become_namespace_init(scratch: str, tidy: "_Tidy") -> None:
+    """Fork the server as PID 1 of the new PID namespace; this process only waits for it
+    (and tidies up after it)."""
     pid = os.fork()
     if pid == 0:
         isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -80,12 +82,36 @@ def _become_namespace_init() -> None:
     os.dup2(devnull, STDIN)
     os.dup2(devnull, STDOUT)
     _, status = os.waitpid(pid, 0)
+    try:
+        isolation.unmount(scratch)
+    except OSError:
+        pass
+    tidy()
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
 
+class _Tidy:
+    """Removes the zygote's directory (and the sandbox's, when it is the last one out) if the
+    search process died without closing us. Works through a descriptor opened on the host's
+    mounts, before our mount namespace turned them read-only."""
+
+    def __init__(self, scratch: str):
+        sandbox_dir = os.path.dirname(scratch)
+        self.top = os.open(os.path.dirname(sandbox_dir), os.O_RDONLY | os.O_DIRECTORY)
+        self.sandbox_dir = os.path.basename(sandbox_dir)
+        self.scratch = os.path.join(self.sandbox_dir, os.path.basename(scratch))
+
+    def __call__(self) -> None:
+        shutil.rmtree(self.scratch, dir_fd=self.top, ignore_errors=True)
+        try:
+            os.rmdir(self.sandbox_dir, dir_fd=self.top)
+        except OSError:
+            pass  # another zygote is still there
+
+
 class Server:
-    def __init__(self, config: dict[str, Any], scorer: Any, mode: str):
-        self.config, self.scorer, self.mode = config, scorer, mode
+    def __init__(self, config: dict[str, Any], scorer: Any, mode: str, tidy: _Tidy):
+        self.config, self.scorer, self.mode, self.tidy = config, scorer, mode, tidy
         self.user: tuple[int, int] | None = None
         if config["drop_privileges"] and os.geteuid() == 0:
             self.user = isolation.private_user(config["host_pid"])
@@ -98,6 +124,8 @@ class Server:
             try:
                 request = protocol.recv(STDIN)
             except protocol.Closed:
+                if self.mode != "namespaces":
+                    self.tidy()  # (in the namespace, our parent does it)
                 os._exit(0)
             workdir = self._prepare(request["code"])
             try:
