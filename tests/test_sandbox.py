@@ -1,5 +1,6 @@
 """The sandbox with real zygote processes: both isolation modes, limits, concurrency."""
 
+import json
 import os
 import platform
 import signal
@@ -274,3 +275,40 @@ def test_a_spare_that_died_while_idle_costs_one_evaluation(tmp_path, mode):
         lost = box.evaluate("x = 2")
         assert lost.failure.kind in ("killed", "bad_output"), lost.failure
         assert box.evaluate("x = 3").ok
+
+
+NON_ROOT = """
+import json, os
+from evo import spec
+from evo.sandbox import Sandbox
+with Sandbox(SCORER, ("a", "b"), spec.Sandbox(workers=1, timeout=5.0, max_processes=32)) as box:
+    results = {
+        "mode": box.mode,
+        "uid": box.evaluate("import os\\ndef result():\\n    return [os.getuid(), 0]").scores[0],
+        "storm": box.evaluate("import os, time\\nfor _ in range(300):\\n    if os.fork() == 0:\\n        time.sleep(1000)").failure.kind,
+        "socket": box.evaluate("import socket\\nsocket.socket()").failure.kind,
+        "after": box.evaluate("x = 1").ok,
+    }
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start a process as another user")
+def test_the_fallback_as_a_normal_user(tmp_path):
+    """As a normal user: no namespaces, no user switch; RLIMIT_NPROC on top of the user's
+    own processes, seccomp, subreaper clean-up. (The user may read any file, as the
+    Python installation may live under /root.)"""
+    from evo.sandbox import isolation
+
+    uid = isolation.PRIVATE_ID_BASE + 0xFFFFF0  # above any zygote's private uid
+    script = NON_ROOT.replace("SCORER", repr(scorer(tmp_path)))
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+        preexec_fn=lambda: isolation.drop_privileges(uid, uid), env={**os.environ, "TMPDIR": "/tmp"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"mode": "rlimits", "uid": float(uid), "storm": "exception",
+                      "socket": "exception" if platform.machine() in ("x86_64", "aarch64") else report["socket"],
+                      "after": True}
+    assert isolation.processes_of(uid) == []
