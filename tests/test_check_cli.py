@@ -18,13 +18,13 @@ def evo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def copy(tmp_path: Path) -> Path:
-    for name in ("spec.toml", "initial.py", "score.py"):
+    for name in ("problem.toml", "initial.py", "score.py"):
         shutil.copy(EXAMPLE / name, tmp_path / name)
     return tmp_path
 
 
 def test_check_prints_vector_scalar_and_features():
-    result = evo("check", str(EXAMPLE / "spec.toml"))
+    result = evo("check", str(EXAMPLE / "problem.toml"))
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
     assert set(lines["scores"].split()) and all(f"{n}=" in lines["scores"] for n in ("sphere", "rastrigin", "rosenbrock", "ackley"))
@@ -32,7 +32,7 @@ def test_check_prints_vector_scalar_and_features():
 
 
 def test_check_json_shape(copy):
-    result = evo("check", "--json", "spec.toml", cwd=copy)
+    result = evo("check", "--json", "problem.toml", cwd=copy)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert list(report["scores"]) == ["sphere", "rastrigin", "rosenbrock", "ackley"]
@@ -42,7 +42,7 @@ def test_check_json_shape(copy):
 
 
 def test_a_typo_is_one_line_and_exit_2(copy):
-    spec = copy / "spec.toml"
+    spec = copy / "problem.toml"
     spec.write_text(spec.read_text().replace("timeout = 20.0", "timout = 20.0"))
     result = evo("check", str(spec))
     assert result.returncode == 2 and result.stdout == ""
@@ -52,17 +52,17 @@ def test_a_typo_is_one_line_and_exit_2(copy):
 
 def test_a_failing_initial_program_exits_1(copy):
     (copy / "initial.py").write_text("def minimize(f, dim, bounds, budget, rng):\n    raise RuntimeError('broken on purpose')\n")
-    result = evo("check", "--json", str(copy / "spec.toml"))
+    result = evo("check", "--json", str(copy / "problem.toml"))
     assert result.returncode == 1
     assert json.loads(result.stdout) == {"error": {"kind": "exception", "message": json.loads(result.stdout)["error"]["message"]}}
     assert "RuntimeError: broken on purpose" in result.stdout
-    text = evo("check", str(copy / "spec.toml"))
+    text = evo("check", str(copy / "problem.toml"))
     assert text.returncode == 1 and "failed    exception: RuntimeError: broken on purpose" in text.stdout
 
 
 def test_a_broken_scorer_is_a_usage_error(copy):
     (copy / "score.py").write_text("import no_such_module_xyz\n")
-    result = evo("check", str(copy / "spec.toml"))
+    result = evo("check", str(copy / "problem.toml"))
     assert result.returncode == 2 and "No module named 'no_such_module_xyz'" in result.stderr
     assert "Traceback" not in result.stderr
 

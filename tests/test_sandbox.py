@@ -188,7 +188,7 @@ def test_isolation_none_runs_in_process(tmp_path):
 
 
 def test_from_spec_runs_the_example_and_close_leaves_nothing(tmp_path):
-    example = spec.load(ROOT / "examples" / "function_minimization" / "spec.toml")
+    example = spec.load(ROOT / "examples" / "function_minimization" / "problem.toml")
     box = Sandbox.from_spec(example.override({"sandbox.workers": 1}))
     scratch = box._scratch
     evaluation = box.evaluate(example.problem.program.read_text())
