@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, GPTNeoXConfig
 from evo import tiny
 from evo.errors import UserError
 from evo.policies import load
-from evo.policies import fastlm
+from evo.policies import fastlm, local
 from evo.policies.local import Sampler
 from evo.policies.sampling import first_stop, sample_next, tokens_through_stop, top_p_filter
 
@@ -148,6 +148,25 @@ def test_eos_ends_a_completion(model) -> None:
     c = sampler.sample(["a"], n=1, max_new_tokens=8, temperature=0.0).completions[0][0]
     first = greedy.token_ids.index(greedy.token_ids[2])
     assert c.token_ids == greedy.token_ids[: first + 1] and c.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fastlm", "hf-forward"])
+def test_finished_rows_leave_the_batch(model, fast: bool, monkeypatch) -> None:
+    sampler = Sampler(model, TOK, fast=fast)
+    sampler.eos_ids = tuple(range(4, 40))  # a third of the alphabet ends a row: lengths spread out
+    backend = fastlm.FastLM if fast else local._HFBackend
+    calls = []
+    select = backend.select
+    monkeypatch.setattr(backend, "select", lambda self, keep: calls.append(len(keep)) or select(self, keep))
+    out = sampler.sample(PROMPTS, n=8, max_new_tokens=24, seed=0)
+    assert calls and calls == sorted(calls, reverse=True)  # the batch shrank, more than once or once
+    lengths = {len(c.token_ids) for g in out.completions for c in g}
+    assert len(lengths) > 4
+    for prompt, group in zip(PROMPTS, out.completions):
+        for c in group:
+            assert c.finish_reason == "stop" and c.token_ids[-1] in sampler.eos_ids
+            assert all(t not in sampler.eos_ids for t in c.token_ids[:-1])
+            assert torch.allclose(torch.tensor(c.logprobs), teacher_forced(model, prompt, c.token_ids), atol=1e-3)
 
 
 def test_token_id_prompts_and_context_limit() -> None:

@@ -99,6 +99,12 @@ class FastLM:
         hidden = self._forward(ids, positions, attn[:, None], slice(0, width), repeat)
         return self._logits(hidden[:, -1])
 
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only these batch rows (finished rows leave the batch)."""
+        self.keys, self.values = self.keys[:, keep], self.values[:, keep]
+        if self.key_mask is not None:
+            self.key_mask = self.key_mask[keep]
+
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slot: int) -> torch.Tensor:
         """One new token per row [B] at cache slot `slot`; return logits [B, V]."""
         attn = None if self.key_mask is None else self.key_mask[:, None, None, : slot + 1]

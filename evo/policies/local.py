@@ -134,17 +134,32 @@ class Sampler:
         lengths = torch.full((rows,), max_new, dtype=torch.long, device=self.device)
         eos = torch.tensor(eos_ids, dtype=torch.long, device=self.device)
         window = max((len(s) for s in stop), default=0) + 8
+        rows_in_batch: torch.Tensor | slice = slice(None)  # the rows the backend still decodes
         for t in range(max_new):
             tok, lp = sample_next(logits, temperature, top_p, generator)
-            tokens[:, t] = tok.masked_fill(done, self.pad_id)
-            logprobs[:, t] = lp.masked_fill(done, 0.0)
-            ended = ~done & (torch.isin(tok, eos) | self._hit_stop(tokens, t, window, stop, done))
+            live = ~done[rows_in_batch]
+            tokens[rows_in_batch, t] = tok.masked_fill(~live, self.pad_id)
+            logprobs[rows_in_batch, t] = lp.masked_fill(~live, 0.0)
+            ended = torch.zeros_like(done)
+            ended[rows_in_batch] = live & torch.isin(tok, eos)
+            ended |= ~done & self._hit_stop(tokens, t, window, stop, done)
             lengths = torch.where(ended, t + 1, lengths)
             done |= ended
             if t + 1 == max_new or bool(done.all()):
                 break
-            logits = backend.step(tokens[:, t], next_position + t, width + t)
+            rows_in_batch = self._drop_finished(backend, rows_in_batch, done, rows)
+            logits = backend.step(tokens[rows_in_batch, t], next_position[rows_in_batch] + t, width + t)
         return _Batch(tokens, logprobs, lengths, done)
+
+    @staticmethod
+    def _drop_finished(backend, rows_in_batch, done: torch.Tensor, rows: int):
+        """Shrink the decoded batch once a quarter of it (at least 4 rows) has finished."""
+        current = torch.arange(rows, device=done.device)[rows_in_batch]
+        keep = (~done[current]).nonzero()[:, 0]
+        if len(current) - len(keep) < max(4, len(current) // 4):
+            return rows_in_batch
+        backend.select(keep)
+        return current[keep]
 
     def _hit_stop(self, tokens: torch.Tensor, t: int, window: int, stop: Sequence[str], done: torch.Tensor) -> torch.Tensor:
         hit = torch.zeros_like(done)
@@ -201,6 +216,12 @@ class _HFBackend:
             self.mask = torch.ones(self.shape, dtype=torch.long, device=ids.device)
             self.mask[:, : ids.shape[1]] = mask.repeat_interleave(repeat, 0)
         return out.logits[:, -1]
+
+    def select(self, keep: torch.Tensor) -> None:
+        """Keep only these batch rows (finished rows leave the batch)."""
+        self.cache.batch_select_indices(keep)
+        if self.mask is not None:
+            self.mask = self.mask[keep]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slot: int) -> torch.Tensor:
         mask = None if self.mask is None else self.mask[:, : slot + 1]
