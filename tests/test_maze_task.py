@@ -67,9 +67,22 @@ def test_compact_parser_is_strict(compact):
         compact.parse(instance, route + "|" + route, 3)
     with pytest.raises(TemplateMismatch):
         compact.parse(instance, route + "|" + route, 1)
-    for bad in ["", "a1b", "a1 b1", "A1B1", "a1b1;a2", "z1a1", "a9a8"]:
+    for bad in ["", "a1b", "a1 b1", "A1B1", "a1b1;a2", "z1a1", "a9a8", "Ua1b1", "a1Ub1U", "a1UUb1"]:
         with pytest.raises(ParseError):
             compact.parse(instance, bad, 1)
+
+
+def test_compact_routes_carry_moves_that_must_match_their_cells(compact):
+    instance = compact.instances("test", 1)[0]
+    maze = instance.data
+    text = compact.demonstrations(instance, 1, np.random.default_rng(0))
+    assert set(text[2::3]) <= set("UDLR")  # a6Db6La5...: a move letter before every later cell
+    [annotated] = compact.parse(instance, text, 1)
+    [plain] = compact.parse(instance, "".join(c for c in text if c not in "UDLR"), 1)
+    assert annotated == plain and compact.score(instance, [annotated])[0, 0] == 1.0
+    wrong = text[:2] + {"U": "D", "D": "U", "L": "R", "R": "L"}[text[2]] + text[3:]
+    assert not compact.score(instance, compact.parse(instance, wrong, 1)).any()
+    assert maze.start == annotated[0]
 
 
 def test_chat_parser_is_strict(chat):

@@ -39,6 +39,7 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["steps"] == 3 and 0 <= result["parse_rate"] <= 1 and result["oracle_best"] > 0
+    assert 0 <= result["m3_parse_rate"] <= 1 and "m3_best_at_3" in result  # 1 completion x 3 answers
     assert "pretrain maze" in done.stderr  # the progress bar
     from evo.policies import load
 
@@ -46,6 +47,14 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
     [[completion]] = policy.generate(["abc"], n=1, max_new_tokens=3, seed=0)
     assert isinstance(completion.text, str)
     assert json.loads((out / "config.json").read_text()).get("dtype", "float32") == "float32"
+    again = subprocess.run(
+        [sys.executable, "-m", "evo", "pretrain", "--task", "maze", "--evaluate", str(out), "--eval-instances", "1",
+         "--samples", "3", "--max-new-tokens", "10", "--threads", "1"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    figures = json.loads(again.stdout.strip().splitlines()[-1])
+    assert figures["checkpoint"] == str(out) and figures["samples"] == 3 and figures["m3_samples"] == 1
 
 
 @pytest.mark.slow

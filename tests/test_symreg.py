@@ -118,4 +118,11 @@ def test_unknown_problem_names_are_reported():
     with pytest.raises(KeyError):
         problem("nguyen-13")
     with pytest.raises(ValueError):
-        SymregTask().instances("test", 1000)
+        SymregTask().instances("valid", 1)
+
+
+def test_test_split_repeats_the_benchmark_with_other_data():
+    task = SymregTask()
+    instances = task.instances("test", len(task.benchmark) + 1)
+    first, again = instances[0].data, instances[-1].data
+    assert first[0] == again[0] and first[1].seed != again[1].seed

@@ -124,33 +124,36 @@ def score_completions(task: Task, instance: Instance, completions: Sequence[str]
     return np.concatenate(rows), parsed
 
 
-def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30,
+def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30, m: int = 1,
              max_new_tokens: int = 160, temperature: float = 1.0, seed: int = 0,
              oracle: Callable[[Instance], float] | None = None) -> dict[str, float]:
-    """Held-out quality of single-answer sampling: parse rate, the rate of answers with a
-    non-zero reward (for the maze: reaching the exit), mean scalar and best@`samples`
-    (with the oracle's best when given)."""
+    """Held-out quality of `samples` completions per instance in the `m`-answer template:
+    parse rate (of completions), the rate of answers with a non-zero reward (for the maze:
+    reaching the exit), mean scalar, and best@k over the k = samples * m answers (with the
+    oracle's best when given)."""
     weights = np.asarray(task.weights, dtype=np.float64)
     started = time.time()
-    parsed = nonzero = total = 0
+    parsed = nonzero = total = answers = 0
     scalars, bests, optimum = [], [], []
     for i, instance in enumerate(instances):
-        texts = sample(model, tokenizer, [task.prompt(instance, 1)], samples, max_new_tokens, temperature, seed + i)[0]
-        rows, ok = score_completions(task, instance, texts, 1)
+        texts = sample(model, tokenizer, [task.prompt(instance, m)], samples, max_new_tokens, temperature, seed + i)[0]
+        rows, ok = score_completions(task, instance, texts, m)
         values = rows @ weights / weights.sum()
         parsed, total = parsed + ok, total + len(texts)
         nonzero += int(np.any(rows > 0, axis=1).sum())
+        answers += len(rows)
         scalars.append(values.mean())
         bests.append(values.max())
         if oracle is not None:
             optimum.append(oracle(instance))
+    k = samples * m
     result = {
-        "instances": len(instances), "samples": samples, "temperature": temperature,
-        "parse_rate": parsed / total, "nonzero_rate": nonzero / total,
-        "mean_scalar": float(np.mean(scalars)), f"best_at_{samples}": float(np.mean(bests)),
+        "instances": len(instances), "samples": samples, "m": m, "temperature": temperature,
+        "parse_rate": parsed / total, "nonzero_rate": nonzero / answers,
+        "mean_scalar": float(np.mean(scalars)), f"best_at_{k}": float(np.mean(bests)),
         "eval_seconds": round(time.time() - started, 1),
     }
     if optimum:
         result["oracle_best"] = float(np.mean(optimum))
-        result[f"best_at_{samples}_over_oracle"] = float(np.mean(bests) / np.mean(optimum))
+        result[f"best_at_{k}_over_oracle"] = float(np.mean(bests) / np.mean(optimum))
     return result

@@ -34,48 +34,40 @@ def save_checkpoint(model, tokenizer, out: Path, half: bool) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-@click.command()
-@click.option("--task", "task_name", required=True, help="Task family (see `evo tasks`).")
-@click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M) or micro (~5M).")
-@click.option("--arch", default="gpt2", show_default=True, type=click.Choice(["gpt2", "llama"]))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
-@click.option("--steps", default=2000, show_default=True, type=click.IntRange(1))
-@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1))
-@click.option("--lr", default=2e-3, show_default=True, type=float)
-@click.option("--pool", default=3000, show_default=True, type=click.IntRange(1), help="Training instances.")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--threads", default=2, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
-@click.option("--context", default=512, show_default=True, type=click.IntRange(64), help="Model context (tokens).")
-@click.option("--eval-instances", default=50, show_default=True, type=click.IntRange(0))
-@click.option("--samples", default=30, show_default=True, type=click.IntRange(1), help="Samples per held-out instance.")
-@click.option("--max-new-tokens", default=200, show_default=True, type=click.IntRange(1))
-@click.option("--multi-fraction", default=0.5, show_default=True, type=click.FloatRange(0, 1),
-              help="Share of demonstrations in the m-answer template.")
-@click.option("--save-every", default=0, show_default=True, type=click.IntRange(0),
-              help="Also save the checkpoint every N steps (0: only at the end).")
-@click.option("--half/--no-half", default=True, show_default=True, help="Save the weights as float16.")
-def command(task_name: str, size: str, arch: str, out_dir: str, steps: int, batch_size: int, lr: float,
-            pool: int, seed: int, threads: int, context: int, eval_instances: int, samples: int,
-            max_new_tokens: int, multi_fraction: float, save_every: int, half: bool) -> None:
-    """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
-    with the held-out quality."""
+def held_out_quality(model, tokenizer, task, held_out, *, samples: int, max_new_tokens: int, m: int,
+                     temperature: float, seed: int) -> dict:
+    """Single-answer quality (`samples` completions per instance), then the m-answer
+    template's with a matched pool (samples // m completions of m answers), keys prefixed."""
+    from training.sft import evaluate
+
+    oracle = getattr(task, "oracle_best", None)
+    quality = evaluate(model, tokenizer, task, held_out, samples=samples, max_new_tokens=max_new_tokens,
+                       temperature=temperature, oracle=oracle, seed=seed)
+    multi = evaluate(model, tokenizer, task, held_out, samples=max(1, samples // m), m=m,
+                     max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=oracle, seed=seed)
+    quality.update({f"m{m}_{key}": value for key, value in multi.items()
+                    if key not in ("instances", "temperature", "oracle_best", "m")})
+    return quality
+
+
+def pretrain(task, task_name: str, size: str, arch: str, context: int, config, out: Path, save_every: int,
+             half: bool, init: str | None = None) -> tuple:
+    """Train a fresh tiny model (or continue `init`) with a progress bar and save it;
+    returns the model, the tokenizer and the training figures."""
     import torch
     from tqdm import tqdm
 
     from evo import tiny
-    from training.sft import SFTConfig, evaluate, train
+    from training.sft import train
 
-    task = _task(task_name)
-    if size not in tiny.SIZES:
-        raise UserError(f"unknown model size {size!r}; known: {', '.join(tiny.SIZES)}")
-    config = SFTConfig(steps=steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed, threads=threads,
-                       multi_fraction=multi_fraction)
-    torch.set_num_threads(threads)
-    tokenizer = tiny.char_tokenizer()
-    model = tiny.new_model(size, arch, tokenizer, context=context, seed=seed)
-    out = Path(out_dir)
+    torch.set_num_threads(config.threads)
+    if init is None:
+        tokenizer = tiny.char_tokenizer()
+        model = tiny.new_model(size, arch, tokenizer, context=context, seed=config.seed)
+    else:
+        model, tokenizer = tiny.load(init)
     started, cpu_started = time.time(), time.process_time()
-    with tqdm(total=steps, desc=f"pretrain {task_name}", unit="step") as bar:
+    with tqdm(total=config.steps, desc=f"pretrain {task_name}", unit="step") as bar:
         def on_step(step: int, loss: float) -> None:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}")
@@ -83,16 +75,78 @@ def command(task_name: str, size: str, arch: str, out_dir: str, steps: int, batc
                 tiny.save(model, tokenizer, out)
 
         losses = train(model, tokenizer, task, config, on_step)
-    train_seconds, cpu_seconds = time.time() - started, time.process_time() - cpu_started
     save_checkpoint(model, tokenizer, out, half)
-    oracle = getattr(task, "oracle_best", None)
-    quality = evaluate(model, tokenizer, task, task.instances("test", eval_instances, seed=seed),
-                       samples=samples, max_new_tokens=max_new_tokens, oracle=oracle) if eval_instances else {}
-    result = {
-        "task": task_name, "size": size, "arch": arch, "params": tiny.param_count(model), "steps": steps,
-        "batch_size": batch_size, "seed": seed, "threads": threads, "train_minutes": round(train_seconds / 60, 2),
-        "train_cpu_minutes": round(cpu_seconds / 60, 2),
-        "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4), "out": str(out), **quality,
+    return model, tokenizer, {
+        "task": task_name, "size": size, "arch": arch, "params": tiny.param_count(model), "steps": config.steps,
+        "batch_size": config.batch_size, "lr": config.lr, "seed": config.seed, "threads": config.threads,
+        "train_minutes": round((time.time() - started) / 60, 2),
+        "train_cpu_minutes": round((time.process_time() - cpu_started) / 60, 2),
+        "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4), "out": str(out), "init": init,
     }
-    (out / "pretrain.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+@click.command()
+@click.option("--task", "task_name", required=True, help="Task family (see `evo tasks`).")
+@click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M) or micro (~5M).")
+@click.option("--arch", default="gpt2", show_default=True, type=click.Choice(["gpt2", "llama"]))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Checkpoint directory (required to train).")
+@click.option("--steps", default=700, show_default=True, type=click.IntRange(1))
+@click.option("--batch-size", default=24, show_default=True, type=click.IntRange(1))
+@click.option("--lr", default=3e-3, show_default=True, type=float)
+@click.option("--pool", default=2000, show_default=True, type=click.IntRange(1), help="Training instances.")
+@click.option("--multi-fraction", default=0.6, show_default=True, type=click.FloatRange(0, 1),
+              help="Share of demonstrations in the m-answer template.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
+@click.option("--context", default=512, show_default=True, type=click.IntRange(64), help="Model context (tokens).")
+@click.option("--save-every", default=0, show_default=True, type=click.IntRange(0),
+              help="Also save the checkpoint every N steps (0: only at the end).")
+@click.option("--half/--no-half", default=True, show_default=True, help="Store the weights as float16.")
+@click.option("--eval-instances", default=30, show_default=True, type=click.IntRange(0))
+@click.option("--samples", default=30, show_default=True, type=click.IntRange(1), help="Samples per held-out instance.")
+@click.option("--max-new-tokens", default=80, show_default=True, type=click.IntRange(1),
+              help="Tokens per answer when sampling for the held-out evaluation.")
+@click.option("--temperature", default=1.0, show_default=True, type=float, help="Evaluation sampling temperature.")
+@click.option("--init", "init_dir", type=click.Path(file_okay=False, exists=True),
+              help="Continue training this checkpoint instead of a fresh model.")
+@click.option("--evaluate", "evaluate_dir", type=click.Path(file_okay=False, exists=True),
+              help="Only evaluate this checkpoint (no training).")
+def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: int, batch_size: int, lr: float,
+            pool: int, multi_fraction: float, seed: int, threads: int, context: int, save_every: int, half: bool,
+            eval_instances: int, samples: int, max_new_tokens: int, temperature: float,
+            init_dir: str | None, evaluate_dir: str | None) -> None:
+    """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
+    with the held-out quality."""
+    from training.sft import SFTConfig
+
+    task = _task(task_name)
+    config = SFTConfig(steps=steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed, threads=threads,
+                       multi_fraction=multi_fraction)
+    held_out = task.instances("test", eval_instances, seed=seed)
+    if evaluate_dir is None:
+        from evo import tiny
+
+        if out_dir is None:
+            raise UserError("pass --out DIR for the checkpoint (or --evaluate DIR to only evaluate one)")
+        if size not in tiny.SIZES:
+            raise UserError(f"unknown model size {size!r}; known: {', '.join(tiny.SIZES)}")
+        longest = max((len(task.prompt(i, config.m)) for i in held_out[:20]), default=0) + config.m * max_new_tokens
+        if longest + 2 > context:
+            raise UserError(f"prompts of {task_name} need a context of about {longest + 2} tokens; "
+                            f"pass --context {longest + 2}")
+        model, tokenizer, result = pretrain(task, task_name, size, arch, context, config, Path(out_dir),
+                                            save_every, half, init_dir)
+    else:
+        import torch
+
+        from evo import tiny
+
+        torch.set_num_threads(threads)
+        model, tokenizer = tiny.load(evaluate_dir)
+        result = {"task": task_name, "checkpoint": evaluate_dir, "seed": seed}
+    if eval_instances:
+        result.update(held_out_quality(model, tokenizer, task, held_out, samples=samples, m=config.m,
+                                       max_new_tokens=max_new_tokens, temperature=temperature, seed=seed))
+    if evaluate_dir is None:
+        (Path(out_dir) / "pretrain.json").write_text(json.dumps(result, indent=1) + "\n")
     click.echo(json.dumps(result))

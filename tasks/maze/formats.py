@@ -1,14 +1,19 @@
 """Prompt formats and strict parsers.
 
 `compact` (for character-level tiny models) writes a route as the visited cells, two
-characters per cell (row letter, column digit), starting on S; the m routes of one
-completion are separated by `|`. The last prompt line repeats the start and exit cells:
+characters per cell (row letter, column digit), starting on S, each later cell preceded
+by the move that reaches it (U/D/L/R: the one real decision per step, after which the
+cell is a deterministic copy). The m routes of one completion are separated by `|`. The
+last prompt line repeats the start and exit cells:
 
      0123456
     a#......
     ...
     routes 3 moves 14 a6>g0
-    a6b6b5...|a6a5...|a6b6...
+    a6Db6La5...|a6La5...|a6Db6...
+
+The parser also takes plain cells (`a6b6a5`); a move letter that does not match its step
+makes that route invalid (it scores zeros), like a jump or a step into a wall.
 
 The prompt has a fixed length for a given grid size. `chat` (for instruction-tuned models)
 is natural language with `<route_i>` tags around U/D/L/R moves.
@@ -23,7 +28,9 @@ from tasks.maze.env import Cell, Maze
 
 SEPARATOR = "|"
 ROW_LABELS = "abcdefghij"
-_CELLS = re.compile(r"(?:[a-j][0-9])+")
+_ROUTE = re.compile(r"[a-j][0-9](?:[UDLR]?[a-j][0-9])*")
+_STEP = re.compile(r"([UDLR]?)([a-j])([0-9])")
+INVALID: Cell = (-1, -1)  # stands for a step whose move letter contradicts its cells
 
 
 def cell_name(cell: Cell) -> str:
@@ -37,8 +44,26 @@ def compact_prompt(maze: Maze, m: int) -> str:
     return "\n".join([header, *rows, f"routes {m} moves {maze.budget:02d} {ends}"]) + "\n"
 
 
+def compact_route(path: tuple[Cell, ...]) -> str:
+    """A path of adjacent cells as `a6Db6La5...`."""
+    steps = [_move(a, b) + cell_name(b) for a, b in zip(path, path[1:])]
+    return cell_name(path[0]) + "".join(steps)
+
+
 def compact_answer(paths: list[tuple[Cell, ...]]) -> str:
-    return SEPARATOR.join("".join(cell_name(cell) for cell in path) for path in paths)
+    return SEPARATOR.join(compact_route(path) for path in paths)
+
+
+def _move(a: Cell, b: Cell) -> str:
+    return {(-1, 0): "U", (1, 0): "D", (0, -1): "L", (0, 1): "R"}.get((b[0] - a[0], b[1] - a[1]), "?")
+
+
+def _cells(part: str) -> tuple[Cell, ...]:
+    cells: list[Cell] = []
+    for move, row, col in _STEP.findall(part):
+        cell = (ROW_LABELS.index(row), int(col))
+        cells.append(INVALID if move and cells and _move(cells[-1], cell) != move else cell)
+    return tuple(cells)
 
 
 def parse_compact(maze: Maze, completion: str, m: int) -> list[tuple[Cell, ...]]:
@@ -51,9 +76,9 @@ def parse_compact(maze: Maze, completion: str, m: int) -> list[tuple[Cell, ...]]
         raise TemplateMismatch(f"expected {m} route(s), found {len(parts)}")
     routes = []
     for part in parts:
-        if not _CELLS.fullmatch(part):
-            raise ParseError(f"malformed route {part[:40]!r}: expected cells like a0b0b1")
-        cells = tuple((ROW_LABELS.index(part[i]), int(part[i + 1])) for i in range(0, len(part), 2))
+        if not _ROUTE.fullmatch(part):
+            raise ParseError(f"malformed route {part[:40]!r}: expected cells like a0Rb0Db1")
+        cells = _cells(part)
         if any(max(cell) >= maze.size for cell in cells):
             raise ParseError(f"route {part[:40]!r} leaves the {maze.size}x{maze.size} grid")
         routes.append(cells)
