@@ -29,6 +29,7 @@ import numpy as np
 
 from evo import prompts
 from evo.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate, Journal
+from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
 from evo.scores import Evaluation, scalarize
 
@@ -64,7 +65,7 @@ class LoopConfig:
     objectives: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None  # for the target check; None = equal weights
     stop: tuple[str, ...] = ()
-    max_new_tokens: int = 1024
+    max_new_tokens: int | None = None  # None: 4096, or for `continue` twice the longest block + 64
     temperature: float = 1.0
     top_p: float = 1.0
     target: float | None = None
@@ -97,6 +98,14 @@ FLUSH_SECONDS = 0.5  # the longest a finished iteration waits for its database c
 
 def iteration_rng(seed: int, iteration: int) -> np.random.Generator:
     return np.random.default_rng([seed, iteration])
+
+
+def auto_tokens(built: list) -> int:
+    """The default completion budget: room for a whole program, or for finishing a block."""
+    continuing = [prompt for _, prompt, _ in built if prompt.style == "continue"]
+    if not continuing:
+        return 4096
+    return 64 + 2 * max(len(split(prompt.base.code).block) for prompt in continuing)
 
 
 def policy_seed(seed: int, start: int) -> int:
@@ -192,7 +201,7 @@ class Loop:
             config = self.config
             replies = self.policy.generate(
                 [prompt.text for _, prompt, _ in built], n=config.samples,
-                max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                max_new_tokens=config.max_new_tokens or auto_tokens(built), temperature=config.temperature,
                 top_p=config.top_p, seed=policy_seed(config.seed, start), stop=built[0][1].stop)
             self._events.put(("generated", start, built, replies))
         except BaseException as error:  # re-raised in the main thread

@@ -19,7 +19,7 @@ from evo.journal import Journal
 from evo.loop import LoopConfig, Progress, run_loop
 
 RUN_FILE, JOURNAL_FILE, DATABASE_FILE = "run.json", "journal.sqlite", "programs.sqlite"
-LOOP_DEFAULTS = {"batch": 4, "depth": 2, "max_new_tokens": 1024, "temperature": 1.0, "top_p": 1.0}
+LOOP_DEFAULTS = {"batch": 4, "depth": 2, "max_new_tokens": None, "temperature": 1.0, "top_p": 1.0}
 
 
 @dataclass(frozen=True)

@@ -270,3 +270,23 @@ def test_resume_when_the_database_committed_but_the_journal_did_not(tmp_path, sa
     resumed = Loop(CONFIG, MutatePolicy(), evaluator, archive, Journal(journal.path))
     assert resumed.committed == archive.iterations == resumed.journal.committed()
     assert resumed.run().iteration == 24
+
+
+class RecordingPolicy(FixedPolicy):
+    def __init__(self, replies):
+        super().__init__(replies)
+        self.budgets = []
+
+    def generate(self, prompts, *, n=1, max_new_tokens=None, **options):
+        self.budgets.append(max_new_tokens)
+        return super().generate(prompts, n=n)
+
+
+@pytest.mark.parametrize("style, given, expected", [
+    ("full", None, 4096), ("continue", None, 64 + 2 * len("A = 1.0\nB = 2.0\n")), ("continue", 7, 7)])
+def test_completion_budget(tmp_path, sandbox, style, given, expected):
+    policy = RecordingPolicy(["no code"])
+    config = LoopConfig(iterations=2, samples=1, batch=1, depth=1, style=style, max_new_tokens=given)
+    loop, *_ = start(tmp_path, "b", sandbox, policy, config)
+    loop.run()
+    assert policy.budgets == [expected, expected]

@@ -73,7 +73,8 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
 @click.option("--batch", type=click.IntRange(min=1), default=None, help="prompts per policy call (default 4)")
 @click.option("--depth", type=click.IntRange(min=1), default=None,
               help="policy calls allowed ahead of the database (default 2)")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="default 1024")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
+              help="completion budget (default 4096; continue prompts: twice the parent's block + 64)")
 @click.option("--temperature", type=click.FloatRange(min=0), default=None, help="default 1.0")
 @click.option("--top-p", type=click.FloatRange(min=0, max=1), default=None, help="default 1.0")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -87,7 +88,7 @@ def command(spec_path, policy_uri, seed, out, resume_dir, executor, batch, depth
 
     loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
                     "temperature": temperature, "top_p": top_p}
-    loop_options = {k: v for k, v in loop_options.items() if v is not None}
+    loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:
         if spec_path is not None or policy_uri is not None or seed is not None:
