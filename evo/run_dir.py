@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from evo import spec as specs
-from evo.errors import UserError, WorkFailed
+from evo.errors import UserError
 from evo.journal import Journal
 from evo.loop import LoopConfig, Progress, run_loop
 
@@ -154,4 +154,4 @@ class _ProgressBar:
         self._bar.close()
 
 
-__all__ = ["RunConfig", "WorkFailed", "execute", "new_config", "resume_config"]
+__all__ = ["RunConfig", "check_spec", "execute", "make_evaluator", "new_config", "resume_config"]
