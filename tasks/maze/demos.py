@@ -1,9 +1,9 @@
 """Demonstration routes for the supervised warm-up: varied, valid routes from S to E.
 
-Each route visits a random subset of one treasure's tiles (sometimes none, sometimes a
-random detour cell) in random order along random shortest legs, optionally avoiding lava,
-and is kept only if it fits the budget; so a model trained on them is diverse, like a base
-model, and rarely optimal.
+Each route visits a random subset of one treasure's tiles (each tile with chance TAKE, in
+random order; sometimes also a random detour cell) along random shortest legs, sometimes
+avoiding lava, and is kept only if it fits the budget; so a model trained on them is
+diverse, like a base model, and rarely optimal (all of one treasure and no lava).
 """
 
 from __future__ import annotations
@@ -41,10 +41,15 @@ def random_shortest(
     return path
 
 
+TAKE = 0.25  # chance that a demonstration visits each tile of its treasure
+AVOID_LAVA = 0.1  # chance that a demonstration routes around lava
+DETOUR = 0.3  # chance of a detour through a random cell
+
+
 def _waypoints(maze: Maze, rng: np.random.Generator) -> list[Cell]:
     tiles = list(maze.tiles(GOLD if rng.random() < 0.5 else DIAMOND))
-    chosen = [tiles[i] for i in rng.permutation(len(tiles))[: rng.integers(len(tiles) + 1)]]
-    if rng.random() < 0.3:
+    chosen = [tiles[i] for i in rng.permutation(len(tiles)) if rng.random() < TAKE]
+    if rng.random() < DETOUR:
         floor = maze.tiles(FLOOR) + maze.tiles(LAVA)
         chosen.insert(int(rng.integers(len(chosen) + 1)), floor[rng.integers(len(floor))])
     return chosen
@@ -53,7 +58,7 @@ def _waypoints(maze: Maze, rng: np.random.Generator) -> list[Cell]:
 def random_route(maze: Maze, rng: np.random.Generator) -> tuple[Cell, ...]:
     """One valid route from S to E within the budget."""
     for _ in range(20):
-        avoid = frozenset(maze.tiles(LAVA)) if rng.random() < 0.5 else frozenset()
+        avoid = frozenset(maze.tiles(LAVA)) if rng.random() < AVOID_LAVA else frozenset()
         path = [maze.start]
         for goal in [*_waypoints(maze, rng), maze.exit]:
             leg = random_shortest(maze, path[-1], goal, rng, avoid | ({maze.exit} - {goal}))

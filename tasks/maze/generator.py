@@ -23,9 +23,9 @@ from tasks.maze.oracle import exit_outcomes
 class MazeConfig:
     size: int = 7
     wall_density: float = 0.15  # probability that a free cell is a wall
-    lava: int = 3  # number of lava tiles
-    gold: int = 2  # tiles in the gold corner
-    diamond: int = 2  # tiles in the diamond corner
+    lava: int = 6  # number of lava tiles
+    gold: int = 3  # tiles in the gold corner
+    diamond: int = 3  # tiles in the diamond corner
     slack: int = 2  # extra moves over the longer single-treasure route
     corner: int = 2  # side of the corner regions holding S, E and the treasures
 
