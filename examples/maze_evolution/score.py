@@ -3,7 +3,7 @@
 from tasks.maze.spec import score_file
 
 STYLE = 'compact'
-MAZE = {"rows": ["D...#S#", "D....L#", "......#", ".L...L.", "....##.", ".E....#", ".#...GG"], "budget": 19}
+MAZE = {"rows": ["#.###GG", ".E....G", "L......", "..L#...", "L.#.#..", "DD#..LS", "D...LL."], "budget": 15}
 
 
 def evaluate(path):
