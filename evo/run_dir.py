@@ -94,10 +94,6 @@ def make_evaluator(spec: specs.Spec, executor: str):
 
         return RayEvaluator(spec)
     from evo.sandbox.pool import Sandbox
-    from evo.text_evaluator import TextEvaluator, needs_text_evaluator
-
-    if needs_text_evaluator(spec):  # the pool only takes Python programs
-        return TextEvaluator(spec)
 
     return Sandbox.from_spec(spec)
 
