@@ -145,3 +145,19 @@ def test_oracle_best_is_at_least_every_demonstration(compact):
 def test_unknown_style_is_rejected():
     with pytest.raises(ValueError):
         MazeTask(style="verbose")
+
+
+def test_evo_check_evaluates_maze_and_symreg_specs(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    maze, symreg = tasks.get("maze"), tasks.get("symreg")
+    specs = [maze.problem_spec(maze.instances("test", 1)[0], tmp_path / "maze"),
+             symreg.problem_spec(symreg.instances("test", 1)[0], tmp_path / "nguyen1")]
+    for spec, key in zip(specs, ["completion", "region0"]):
+        done = subprocess.run([sys.executable, "-m", "evo", "check", str(spec), "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-1000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert 0 < result["scores"][key] <= 1 and result["scalar"] > 0

@@ -25,6 +25,7 @@ class SFTConfig:
     batch_size: int = 32
     lr: float = 2e-3
     warmup: int = 100
+    decay_steps: int = 0  # length of the cosine schedule (0: `steps`; more: stop before its end)
     weight_decay: float = 0.01
     multi_fraction: float = 0.5  # share of examples in the m-answer template
     m: int = 3
@@ -66,7 +67,8 @@ def learning_rate(step: int, config: SFTConfig) -> float:
     """Linear warm-up, then cosine decay to a tenth of the peak."""
     if step < config.warmup:
         return config.lr * (step + 1) / config.warmup
-    progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+    length = config.decay_steps or config.steps
+    progress = min(1.0, (step - config.warmup) / max(1, length - config.warmup))
     return config.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 

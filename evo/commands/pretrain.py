@@ -78,7 +78,8 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
     save_checkpoint(model, tokenizer, out, half)
     return model, tokenizer, {
         "task": task_name, "size": size, "arch": arch, "params": tiny.param_count(model), "steps": config.steps,
-        "batch_size": config.batch_size, "lr": config.lr, "seed": config.seed, "threads": config.threads,
+        "decay_steps": config.decay_steps or config.steps, "batch_size": config.batch_size, "lr": config.lr,
+        "seed": config.seed, "threads": config.threads,
         "train_minutes": round((time.time() - started) / 60, 2),
         "train_cpu_minutes": round((time.process_time() - cpu_started) / 60, 2),
         "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4), "out": str(out), "init": init,
@@ -91,6 +92,8 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
 @click.option("--arch", default="gpt2", show_default=True, type=click.Choice(["gpt2", "llama"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Checkpoint directory (required to train).")
 @click.option("--steps", default=700, show_default=True, type=click.IntRange(1))
+@click.option("--decay-steps", default=0, show_default=True, type=click.IntRange(0),
+              help="Length of the cosine learning-rate schedule (0: --steps).")
 @click.option("--batch-size", default=24, show_default=True, type=click.IntRange(1))
 @click.option("--lr", default=3e-3, show_default=True, type=float)
 @click.option("--pool", default=2000, show_default=True, type=click.IntRange(1), help="Training instances.")
@@ -111,7 +114,8 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
               help="Continue training this checkpoint instead of a fresh model.")
 @click.option("--evaluate", "evaluate_dir", type=click.Path(file_okay=False, exists=True),
               help="Only evaluate this checkpoint (no training).")
-def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: int, batch_size: int, lr: float,
+def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: int, decay_steps: int,
+            batch_size: int, lr: float,
             pool: int, multi_fraction: float, seed: int, threads: int, context: int, save_every: int, half: bool,
             eval_instances: int, samples: int, max_new_tokens: int, temperature: float,
             init_dir: str | None, evaluate_dir: str | None) -> None:
@@ -120,8 +124,8 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     from training.sft import SFTConfig
 
     task = _task(task_name)
-    config = SFTConfig(steps=steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed, threads=threads,
-                       multi_fraction=multi_fraction)
+    config = SFTConfig(steps=steps, decay_steps=decay_steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed,
+                       threads=threads, multi_fraction=multi_fraction)
     held_out = task.instances("test", eval_instances, seed=seed)
     if evaluate_dir is None:
         from evo import tiny
