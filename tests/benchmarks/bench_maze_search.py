@@ -5,7 +5,8 @@
 Held-out (test split) mazes whose initial route (the task's demonstration) is below the
 oracle's best scalar ("hard" mazes). For each, `evo`'s loop runs with the maze's problem
 spec (`continue` prompts) until the best program reaches the oracle optimum or 200 policy
-samples are spent (50 iterations x 4 samples). Policies:
+samples are spent (50 iterations x 4 samples). Per-maze outcomes give bootstrap CIs and a
+paired test (one run per maze and policy; the mazes are the repeats). Policies:
 - ours: the shipped tiny checkpoint (`local:maze-warmup`);
 - baseline: random routes continuing the prompt's prefix (a random walk over open cells,
   the `mutate:` idea for route text: no model).
@@ -160,14 +161,23 @@ def main() -> None:
             solved["ours"].append(search(spec, model, best, index, root / f"o{index}"))
         print(f"maze {instance.index}: best {best:.3f} baseline {solved['baseline'][-1]} "
               f"ours {solved['ours'][-1] if model is not None else '-'}", flush=True)
-    ours = float(np.mean(solved["ours"])) if solved["ours"] else None
-    baseline = float(np.mean(solved["baseline"])) if solved["baseline"] else None
-    print(json.dumps({
-        "name": "maze_search", "mazes": len(mazes), "policy_samples": CALLS,
-        "ours_solved_fraction": ours, "baseline_solved_fraction": baseline,
-        "ratio": None if not ours or not baseline else ours / baseline,
-        "seconds": time.perf_counter() - started,
-    }))
+    from evo.metrics import bootstrap_ci, paired_test
+
+    intervals = {name: bootstrap_ci(np.array(values, dtype=float)) for name, values in solved.items() if values}
+    for name, interval in intervals.items():
+        print(f"{name}: solved {interval.estimate:.3f} (95% bootstrap CI {interval.low:.3f}-{interval.high:.3f})")
+    result = {"name": "maze_search", "mazes": len(mazes), "policy_samples": CALLS,
+              "ours_solved_fraction": None, "baseline_solved_fraction": intervals["baseline"].estimate,
+              "baseline_ci": [intervals["baseline"].low, intervals["baseline"].high], "ratio": None,
+              "seconds": time.perf_counter() - started}
+    if "ours" in intervals:
+        test = paired_test(np.array(solved["ours"], float), np.array(solved["baseline"], float))
+        baseline = intervals["baseline"].estimate
+        result.update({"ours_solved_fraction": intervals["ours"].estimate,
+                       "ours_ci": [intervals["ours"].low, intervals["ours"].high],
+                       "ratio": intervals["ours"].estimate / baseline if baseline else None,
+                       "paired_difference_ci": [test.low, test.high], "wilcoxon_p": test.p_value})
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
