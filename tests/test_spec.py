@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from evo import spec
 from evo.errors import UserError
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "function_minimization" / "spec.toml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "function_minimization" / "problem.toml"
 MINIMAL = """
 [problem]
 program = "initial.py"
