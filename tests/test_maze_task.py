@@ -27,7 +27,7 @@ def chat():
 def test_registry_and_contract(compact, chat):
     assert isinstance(compact, tasks.Task) and isinstance(chat, tasks.Task)
     assert compact.objectives == ("completion", "gold", "diamond", "avoid_lava")
-    train, test = compact.instances("train", 20), compact.instances("test", 20)
+    train, test = compact.instances("train", 10), compact.instances("test", 10)
     assert {i.data for i in train}.isdisjoint({i.data for i in test})
     assert [i.data for i in compact.instances("test", 3, seed=1)] == [i.data for i in compact.instances("test", 3, seed=1)]
     assert compact.instances("test", 3, seed=1)[0].data != compact.instances("test", 3, seed=2)[0].data

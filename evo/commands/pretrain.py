@@ -121,9 +121,9 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
             init_dir: str | None, evaluate_dir: str | None) -> None:
     """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
     with the held-out quality."""
+    task = _task(task_name)
     from training.sft import SFTConfig
 
-    task = _task(task_name)
     config = SFTConfig(steps=steps, decay_steps=decay_steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed,
                        threads=threads, multi_fraction=multi_fraction)
     held_out = task.instances("test", eval_instances, seed=seed)
