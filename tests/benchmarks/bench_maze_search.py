@@ -10,8 +10,8 @@ paired test (one run per maze and policy; the mazes are the repeats). Policies:
 - ours: the shipped tiny checkpoint (`local:maze-warmup`);
 - baseline: random routes continuing the prompt's prefix (a random walk over open cells,
   the `mutate:` idea for route text: no model).
-Evaluation runs the maze scorer in this process (it is pure and trusted). The last line is
-one JSON object: the solved fractions and the ratio.
+Evaluation goes through the sandbox (the maze specs use isolation "none": a pure, trusted
+scorer). The last line is one JSON object: the solved fractions and the ratio.
 """
 
 from __future__ import annotations
@@ -26,35 +26,11 @@ import json  # noqa: E402
 import re  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from concurrent.futures import Future  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 SAMPLES, CALLS = 4, 200
-
-
-class InProcessEvaluator:
-    """Runs a trusted pure scorer in this process; `submit` returns a finished future."""
-
-    def __init__(self, scorer, objectives) -> None:
-        self.scorer, self.objectives = scorer, objectives
-        self.directory = Path(tempfile.mkdtemp(prefix="bench-maze-"))
-
-    def submit(self, code: str) -> Future:
-        from evo.scores import BadOutput, Evaluation, to_vector
-
-        future: Future = Future()
-        path = self.directory / "candidate.txt"
-        path.write_text(code)
-        try:
-            scores, extras = to_vector(self.scorer(str(path)), self.objectives)
-            future.set_result(Evaluation(scores, extras=extras))
-        except BadOutput as error:
-            future.set_result(Evaluation.failed("bad_output", str(error)))
-        except Exception as error:  # the candidate's fault, as in the sandbox
-            future.set_result(Evaluation.failed("exception", f"{type(error).__name__}: {error}"))
-        return future
 
 
 class RandomRoutes:
@@ -94,6 +70,7 @@ class RandomRoutes:
 
 def hard_mazes(task, count: int, directory: Path) -> list[tuple]:
     from evo import spec as specs
+    from evo.sandbox.pool import Sandbox
     from tasks.maze.oracle import solve
 
     found = []
@@ -101,8 +78,8 @@ def hard_mazes(task, count: int, directory: Path) -> list[tuple]:
         oracle = solve(instance.data)
         spec_path = task.problem_spec(instance, directory / f"maze{instance.index}")
         spec = specs.load(spec_path)
-        evaluator = InProcessEvaluator(_scorer(spec), spec.problem.objectives)
-        initial = evaluator.submit(spec.problem.program.read_text()).result()
+        with Sandbox.from_spec(spec) as sandbox:
+            initial = sandbox.evaluate(spec.problem.program.read_text())
         if initial.ok and float(np.mean(initial.scores)) < oracle.best_scalar - 1e-9:
             found.append((instance, spec, oracle.best_scalar))
         if len(found) == count:
@@ -110,18 +87,13 @@ def hard_mazes(task, count: int, directory: Path) -> list[tuple]:
     return found
 
 
-def _scorer(spec):
-    from evo.sandbox.loader import load_scorer
-
-    return load_scorer(spec.problem.scorer, str(spec.path.parent))
-
-
 def search(spec, policy, best_possible: float, seed: int, directory: Path) -> bool:
     from evo.archive import open_archive, seed_initial
     from evo.journal import Journal
     from evo.loop import LoopConfig, run_loop
+    from evo.sandbox.pool import Sandbox
 
-    evaluator = InProcessEvaluator(_scorer(spec), spec.problem.objectives)
+    evaluator = Sandbox.from_spec(spec)  # the maze specs say isolation = "none": a trusted scorer
     archive = open_archive(spec, directory / "programs.sqlite", seed)
     seed_initial(spec, archive, evaluator)
     config = LoopConfig(iterations=CALLS // SAMPLES, seed=seed, samples=SAMPLES, batch=4, depth=1,
@@ -129,6 +101,7 @@ def search(spec, policy, best_possible: float, seed: int, directory: Path) -> bo
                         temperature=1.0, target=best_possible - 1e-9)
     progress = run_loop(config, policy, evaluator, archive, Journal(directory / "journal.sqlite"))
     archive.close()
+    evaluator.close()
     return progress.reached_target
 
 
