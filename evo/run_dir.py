@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from evo.errors import UserError
 from evo.journal import Journal
 from evo.loop import LoopConfig, Progress, run_loop
 
-RUN_FILE, JOURNAL_FILE, DATABASE_FILE = "run.json", "journal.sqlite", "programs.sqlite"
+RUN_FILE, JOURNAL_FILE, DATABASE_FILE, LOCK_FILE = "run.json", "journal.sqlite", "programs.sqlite", "run.lock"
 LOOP_DEFAULTS = {"batch": 4, "depth": 2, "max_new_tokens": None, "temperature": 1.0, "top_p": 1.0}
 
 
@@ -98,8 +99,26 @@ def make_evaluator(spec: specs.Spec, executor: str):
     return Sandbox.from_spec(spec)
 
 
+@contextmanager
+def _exclusive(directory: Path):
+    """One `evo run` per run directory at a time (an advisory lock the kernel drops on exit)."""
+    import fcntl
+
+    with open(directory / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"{directory} is in use by another evo run; wait for it or stop it first") from None
+        yield
+
+
 def execute(config: RunConfig, policy, progress: bool = True) -> str:
     """Run (or continue) the loop to the budget or the target; return a one-line summary."""
+    with _exclusive(config.directory):
+        return _execute(config, policy, progress)
+
+
+def _execute(config: RunConfig, policy, progress: bool) -> str:
     from evo import archive as archives
 
     spec = config.spec()

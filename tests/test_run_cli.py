@@ -264,3 +264,20 @@ def test_continue_prompts_with_a_real_tiny_model(tmp_path):
     assert len(rows) >= 3  # the initial program and distinct continuations
     for row in rows:  # the file around the block is kept; the block is prefix + completion
         assert row[1].startswith("walk:\n# EVOLVE-BLOCK-START\n") and row[1].endswith("# EVOLVE-BLOCK-END\n")
+
+
+def test_one_run_per_directory_at_a_time(problem, tmp_path):
+    (tmp_path / "score.py").write_text("DELAY = 0.05\n" + SCORER)
+    out = tmp_path / "run"
+    first = subprocess.Popen([SCRIPT, "run", str(problem), "--policy", "mutate:", "--iterations", "200",
+                              "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while committed(out) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = evo("run", "--resume", str(out))
+        assert second.returncode == 2 and "in use by another evo run" in second.stderr
+    finally:
+        first.kill()
+        first.wait()
+    assert evo("run", "--resume", str(out), "--iterations", "3", "--quiet").returncode == 0  # the lock died with it
