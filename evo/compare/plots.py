@@ -28,6 +28,15 @@ def _pyplot():
     return plt
 
 
+def _save(plt, figure, axis, path: Path) -> Path:
+    axis.legend()
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
 def best_at_k(rows: dict[str, dict], ks: Sequence[int], path: Path) -> Path:
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(5, 3.6))
@@ -41,12 +50,7 @@ def best_at_k(rows: dict[str, dict], ks: Sequence[int], path: Path) -> Path:
     axis.set_xticks(list(ks), [str(k) for k in ks])
     axis.set_xlabel("k (candidate answers)")
     axis.set_ylabel("best@k (scalar)")
-    axis.legend()
-    axis.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, axis, path)
 
 
 def most_spread_pair(vectors: dict[str, np.ndarray]) -> tuple[int, int]:
@@ -77,12 +81,7 @@ def reward_scatter(vectors: dict[str, np.ndarray], objectives: Sequence[str], in
     axis.set_xlabel(objectives[x])
     axis.set_ylabel(objectives[y])
     axis.set_title(f"reward space, instance {instance}")
-    axis.legend()
-    axis.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, axis, path)
 
 
 def evolution(curves: dict[str, np.ndarray], path: Path) -> Path:
@@ -95,9 +94,4 @@ def evolution(curves: dict[str, np.ndarray], path: Path) -> Path:
         axis.fill_between(calls, np.percentile(curve, 25, axis=0), np.percentile(curve, 75, axis=0), alpha=0.2)
     axis.set_xlabel("policy calls")
     axis.set_ylabel("best scalar so far (fraction of optimum)")
-    axis.legend()
-    axis.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return _save(plt, figure, axis, path)
