@@ -33,6 +33,31 @@ def best_so_far(directory: Path, calls: int, scale: float) -> np.ndarray:
     return np.maximum.accumulate(curve)
 
 
+def is_hard(task: Task, instance: Instance, directory: Path) -> bool:
+    """Whether the instance's initial program falls short of its optimum (else search is moot)."""
+    from evo import spec as specs
+    from evo.sandbox.pool import Sandbox
+    from evo.scores import scalarize
+
+    problem = specs.load(task.problem_spec(instance, directory))
+    with Sandbox.from_spec(problem) as sandbox:
+        evaluation = sandbox.evaluate(problem.problem.program.read_text())
+    if not evaluation.ok:
+        return True
+    return float(scalarize(evaluation.scores, problem.problem.weights)) < task.oracle_best(instance) - 1e-9
+
+
+def hard_instances(task: Task, count: int, seed: int, directory: Path, scan: int = 20) -> list[Instance]:
+    """The first `count` held-out instances (test split, `seed`) whose initial program is not optimal."""
+    chosen: list[Instance] = []
+    for instance in task.instances("test", count * scan, seed=seed):
+        if len(chosen) == count:
+            break
+        if is_hard(task, instance, directory / f"check-{instance.index}"):
+            chosen.append(instance)
+    return chosen
+
+
 def run_one(task: Task, instance: Instance, uri: str, policy: Policy, seed: int, calls: int, directory: Path) -> np.ndarray:
     """One evolutionary run on one instance; its best-so-far curve as a fraction of the optimum."""
     from evo import run_dir
@@ -46,8 +71,8 @@ def run_one(task: Task, instance: Instance, uri: str, policy: Policy, seed: int,
 
 
 def curves(task: Task, uri: str, policy: Policy, search: Search, out: Path, progress=lambda: None) -> np.ndarray:
-    """(instances * seeds, calls) best-so-far curves, instances from the test split."""
-    instances = task.instances("test", search.instances, seed=search.instance_seed)
+    """(instances * seeds, calls) best-so-far curves on hard held-out instances."""
+    instances = hard_instances(task, search.instances, search.instance_seed, out / "instances")
     rows = []
     for instance in instances:
         for seed in range(search.seeds):
