@@ -14,7 +14,8 @@ from evo.tiny import char_tokenizer
 from tests.toytask import CharMix
 from training import checkpoint
 from training.config import TrainConfig
-from training.rollouts import check_template, score_completion
+from tasks.completions import score_completion
+from training.rollouts import check_template
 from training.trainer import run
 
 torch.set_num_threads(1)

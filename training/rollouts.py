@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 
 from evo.errors import UserError
 from evo.policies.local import Rollout, Sampler
-from tasks.base import Instance, ParseError, Task, TemplateMismatch
+from tasks.base import Instance, Task
+from tasks.completions import score_completion
 from training.advantages import MULTI_ANSWER
 
 
@@ -45,31 +45,6 @@ def check_template(task: Task, instance: Instance, algo: str, m: int) -> None:
         raise UserError(f"{algo} is a single-answer method but {m} answers per rollout were requested")
     if m > 1 and task.prompt(instance, m) == task.prompt(instance, 1):
         raise UserError(f"task {task.name!r} renders the same prompt for {m} answers and for 1: it has no multi-answer template")
-
-
-def unique(answers: Sequence[Any]) -> list[Any]:
-    seen: set[str] = set()
-    kept = []
-    for answer in answers:
-        key = repr(answer)
-        if key not in seen:
-            seen.add(key)
-            kept.append(answer)
-    return kept
-
-
-def score_completion(task: Task, instance: Instance, text: str, finished: bool, m: int) -> tuple[np.ndarray, bool]:
-    """The (m, d) reward matrix of one completion and whether it parsed."""
-    matrix = np.zeros((m, len(task.objectives)))
-    if not finished:
-        return matrix, False
-    try:
-        answers = unique(task.parse(instance, text, m))
-    except (ParseError, TemplateMismatch):
-        return matrix, False
-    if answers:
-        matrix[: len(answers)] = task.score(instance, answers)
-    return matrix, True
 
 
 def collect(

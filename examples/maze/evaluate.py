@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import tasks  # noqa: E402
 from evo import metrics  # noqa: E402
 from evo.policies.local import Sampler  # noqa: E402
-from training.rollouts import score_completion  # noqa: E402
+from tasks.completions import score_completion  # noqa: E402
 from training.trainer import load_model  # noqa: E402
 
 KS = (1, 5, 10, 30)
