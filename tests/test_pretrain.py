@@ -61,7 +61,7 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
 def test_sft_lowers_the_loss():
     torch.set_num_threads(1)
     tokenizer = tiny.char_tokenizer()
-    model = tiny.new_model("nano", "gpt2", tokenizer, context=256)
+    model = tiny.new_model("nano", "gpt2", tokenizer, context=512)
     losses = train(model, tokenizer, tasks.get("maze"), SFTConfig(steps=40, batch_size=8, pool=16, lr=3e-3, warmup=5, threads=1))
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 1.0
 
