@@ -83,7 +83,7 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--pool", default=30, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
 @click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(0))
 @click.option("--tokens-per-answer", default=48, show_default=True, type=click.IntRange(1))
-@click.option("--search-instances", default=4, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
+@click.option("--search-instances", default=8, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
 @click.option("--search-seeds", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--search-calls", default=30, show_default=True, type=click.IntRange(1), help="policy calls per search run")
 @click.option("--seed", default=0, show_default=True, type=int)

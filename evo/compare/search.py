@@ -14,7 +14,7 @@ from tasks.base import Instance, Task
 
 @dataclass(frozen=True)
 class Search:
-    instances: int = 4  # hard held-out instances (0: skip the search)
+    instances: int = 8  # hard held-out instances (0: skip the search)
     seeds: int = 2
     calls: int = 30  # policy calls (iterations) per run
     instance_seed: int = 777
