@@ -173,7 +173,7 @@ def _plots(result, vectors, curves, task, ks, out: Path) -> list[Path]:
         click.echo("plots skipped: matplotlib is missing (pip install 'vpo-evo[plots]')", err=True)
         return []
     written = [plots.best_at_k(result["sampling"], ks, out / "best_at_k.png"),
-               plots.reward_scatter(vectors, task.objectives, 0, out / "reward_space.png")]
+               plots.reward_scatter(vectors, task.objectives, out / "reward_space.png")]
     if curves:
         written.append(plots.evolution(curves, out / "evolution.png"))
     return written

@@ -63,10 +63,17 @@ def most_spread_pair(vectors: dict[str, np.ndarray]) -> tuple[int, int]:
     return int(min(first, second)), int(max(first, second))
 
 
-def reward_scatter(vectors: dict[str, np.ndarray], objectives: Sequence[str], instance: int, path: Path) -> Path:
-    """Candidates of one instance in the two most spread objectives, Pareto fronts joined."""
+def richest_instance(vectors: dict[str, np.ndarray]) -> int:
+    """The instance with the most valid (non-zero) candidates over every policy."""
+    return int(np.argmax(sum(v.any(axis=2).sum(axis=1) for v in vectors.values())))
+
+
+def reward_scatter(vectors: dict[str, np.ndarray], objectives: Sequence[str], path: Path) -> Path:
+    """The candidates of the richest instance in the two objectives that spread most over
+    all instances, each policy's Pareto front joined."""
     plt = _pyplot()
-    x, y = most_spread_pair({name: v[instance] for name, v in vectors.items()})
+    x, y = most_spread_pair(vectors)
+    instance = richest_instance(vectors)
     figure, axis = plt.subplots(figsize=(4.6, 4.2))
     rng = np.random.default_rng(0)
     for name, v in vectors.items():
