@@ -37,6 +37,7 @@ def test_every_ground_truth_scores_full_marks_and_is_recovered(task):
         assert scores.shape == (1, REGIONS)
         np.testing.assert_array_equal(scores[0], np.ones(REGIONS), err_msg=formula)
         assert task.recovered(instance, formula)
+        assert scores[0] @ task.weights / task.weights.sum() == task.oracle_best(instance)
 
 
 def test_near_misses_are_not_recovered_and_score_below_one(task):
