@@ -5,6 +5,8 @@ sum_radii: the sum of radii / 2.635 (the best known); smallest: the smallest rad
 An invalid packing (overlap, outside the square, wrong shape) scores zero.
 """
 
+import runpy
+
 import numpy as np
 
 N, BEST_KNOWN, TOLERANCE = 26, 2.635, 1e-9
@@ -20,10 +22,7 @@ def _valid(centers, radii):
 
 
 def _load(path):
-    namespace = {"__name__": "candidate"}
-    with open(path) as file:
-        exec(compile(file.read(), path, "exec"), namespace)
-    return namespace
+    return runpy.run_path(path, run_name="candidate")
 
 
 def evaluate(path):

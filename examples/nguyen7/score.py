@@ -1,5 +1,7 @@
 """Nguyen-7 scorer: r_j = 1 / (1 + RMSE on the j-th third of [0, 2]), 20 fixed points."""
 
+import runpy
+
 import numpy as np
 
 X = np.linspace(0.0, 2.0, 20)
@@ -8,10 +10,7 @@ PARTS = np.array_split(np.arange(len(X)), 3)
 
 
 def _load(path):
-    namespace = {"__name__": "candidate"}
-    with open(path) as file:
-        exec(compile(file.read(), path, "exec"), namespace)
-    return namespace
+    return runpy.run_path(path, run_name="candidate")
 
 
 def evaluate(path):
