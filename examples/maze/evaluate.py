@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tasks  # noqa: E402
-from evo import metrics  # noqa: E402
+from evo.compare import summary  # noqa: E402
 from evo.policies.local import Sampler  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
 from training.trainer import load_model  # noqa: E402
@@ -48,11 +48,9 @@ def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_
 
 
 def summarise(vectors: np.ndarray, weights: np.ndarray) -> dict:
-    scalars = vectors @ weights / weights.sum()  # (mazes, pool)
-    per_maze = {f"best_at_{k}": metrics.best_at_k(scalars, k).tolist() for k in KS if k <= scalars.shape[1]}
-    per_maze["diversity"] = [metrics.diversity(v) for v in vectors]
-    per_maze["pareto_fraction"] = [metrics.pareto_fraction(v[np.any(v > 0, axis=1)]) for v in vectors]
-    per_maze["valid"] = np.any(vectors > 0, axis=2).mean(axis=1).tolist()
+    """best@k, diversity, Pareto fraction and valid share per maze (evo compare's metrics)."""
+    columns = summary.per_instance(vectors, weights, None, [k for k in KS if k <= vectors.shape[1]])
+    per_maze = {name.replace("@", "_at_"): values.tolist() for name, values in columns.items()}
     return {"mean": {key: float(np.mean(v)) for key, v in per_maze.items()}, "per_maze": per_maze}
 
 
