@@ -27,9 +27,8 @@ def best_so_far(directory: Path, calls: int, scale: float) -> np.ndarray:
     curve = np.zeros(calls)
     with Database.open(directory) as db:
         for program in db.evaluated():
-            curve[min(max(program.iteration, 1), calls) - 1 :] = np.maximum(
-                curve[min(max(program.iteration, 1), calls) - 1 :], program.scalar / scale
-            )
+            index = min(max(program.iteration, 1), calls) - 1  # the initial program counts at call 1
+            curve[index] = max(curve[index], program.scalar / scale)
     return np.maximum.accumulate(curve)
 
 
