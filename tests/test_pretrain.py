@@ -33,7 +33,7 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "evo", "pretrain", "--task", "maze", "--out", str(out), "--steps", "3",
          "--batch-size", "4", "--pool", "4", "--eval-instances", "2", "--samples", "2",
-         "--max-new-tokens", "20", "--threads", "1", "--context", "256"],
+         "--max-new-tokens", "20", "--threads", "1"],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -81,3 +81,13 @@ def test_shipped_warmup_answers_held_out_mazes():
     assert parsed / total >= 0.8 and reached / total >= 0.05, (parsed / total, reached / total)
     texts = sample(model, tokenizer, [task.prompt(instance, 3)], 4, 240, temperature=1.0, seed=0)[0]
     assert score_completions(task, instance, texts, 3)[1] >= 2  # the 3-route template
+
+
+def test_a_demonstration_longer_than_the_context_is_a_clear_error(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "evo", "pretrain", "--task", "maze", "--out", str(tmp_path / "c"), "--steps", "3",
+         "--batch-size", "8", "--pool", "8", "--eval-instances", "1", "--max-new-tokens", "10", "--context", "160"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 2 and "more than the model's context of 160; pass a larger --context" in done.stderr
+    assert "Traceback" not in done.stderr

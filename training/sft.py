@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from evo.errors import UserError
 from tasks.base import Instance, ParseError, Task, TemplateMismatch
 
 
@@ -79,12 +80,17 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
     rng = np.random.default_rng(config.seed)
     pool = task.instances("train", config.pool, seed=config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
+    context = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
     model.train()
     losses = []
     for step in range(config.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
-        loss = model(**sample_batch(task, pool, tokenizer, config, rng)).loss
+        batch = sample_batch(task, pool, tokenizer, config, rng)
+        if context is not None and batch["input_ids"].shape[1] > context:
+            raise UserError(f"a {task.name} demonstration takes {batch['input_ids'].shape[1]} tokens, more than the "
+                            f"model's context of {context}; pass a larger --context")
+        loss = model(**batch).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -95,20 +101,14 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
     return losses
 
 
-@torch.no_grad()
 def sample(model, tokenizer, prompts: Sequence[str], n: int, max_new_tokens: int,
            temperature: float = 1.0, seed: int = 0) -> list[list[str]]:
     """`n` sampled completions per prompt (text after the prompt, cut at eos)."""
-    torch.manual_seed(seed)
-    batch = tokenizer(list(prompts), return_tensors="pt", padding=True)
-    out = model.generate(
-        input_ids=batch["input_ids"].repeat_interleave(n, 0),
-        attention_mask=batch["attention_mask"].repeat_interleave(n, 0),
-        do_sample=True, temperature=temperature, top_p=1.0, max_new_tokens=max_new_tokens,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )
-    texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
-    return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+    from evo.policies.local import Sampler
+
+    rollout = Sampler(model, tokenizer).sample(list(prompts), n=n, max_new_tokens=max_new_tokens,
+                                               temperature=temperature, seed=seed)
+    return [[completion.text for completion in row] for row in rollout.completions]
 
 
 def score_completions(task: Task, instance: Instance, completions: Sequence[str], m: int) -> tuple[np.ndarray, int]:

@@ -30,6 +30,7 @@ from tasks.completions import score_completion  # noqa: E402
 from training.trainer import load_model  # noqa: E402
 
 KS = (1, 5, 10, 30)
+TOKENS_PER_ROUTE = 64  # a route of 21 moves (the longest budget seen) is 65 characters with its separator
 
 
 def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_tokens: int, temperature: float,
@@ -78,7 +79,7 @@ def main() -> None:
         model, tokenizer = load_model(path)
         started = time.time()
         vectors = candidates(Sampler(model, tokenizer), task, instances, m=m, pool=args.pool,
-                             max_new_tokens=48 * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
+                             max_new_tokens=TOKENS_PER_ROUTE * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
         summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64))
         results["models"][name] = {"path": path, "mode": mode, "m": m, "seconds": round(time.time() - started, 1), **summary}
         print(name, json.dumps({k: round(v, 4) for k, v in summary["mean"].items()}), flush=True)

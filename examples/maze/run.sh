@@ -14,7 +14,8 @@ STEPS=${STEPS:-150}
 SEEDS=${SEEDS:-"0 1 2"}
 PROMPTS=${PROMPTS:-8}
 GROUP=${GROUP:-8}
-LR=${LR:-3e-4}
+LR=${LR:-1e-4}
+KL=${KL:-0}
 MAZES=${MAZES:-200}
 ALGOS=${ALGOS:-"grpo vpo"}
 RUNS=${RUNS:-/tmp/maze-runs}
@@ -26,7 +27,7 @@ COMMANDS="$RESULTS/commands.txt"
 train() {  # algo seed
   local algo=$1 seed=$2 m=1
   case $algo in vpo|multi_rlvr) m=3 ;; esac
-  local cmd="python -m evo train --task maze --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((48 * m + 4)) --lr $LR --seed $seed --save-every 25 --no-progress"
+  local cmd="python -m evo train --task maze --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((64 * m + 4)) --lr $LR --kl-coef $KL --seed $seed --save-every 25 --no-progress"
   echo "$cmd" >> "$COMMANDS"
   if [ -f "$RUNS/$algo-s$seed/trainer_state.pt" ]; then
     python -m evo train --out "$RUNS/$algo-s$seed" --resume --steps "$STEPS" --no-progress >> "$RUNS/$algo-s$seed.log" 2>&1
