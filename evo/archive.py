@@ -24,7 +24,8 @@ def database_config(spec: specs.Spec, seed: int) -> DatabaseConfig:
         features=tuple(FeatureConfig(f.name, f.source, f.range, f.bins) for f in spec.features),
         islands=search.islands, topology=search.topology, migration_interval=search.migration_interval,
         migration_size=search.migration_size, reset_interval=search.reset_interval,
-        selection=search.selection, parents=search.parents, inspirations=search.inspirations, seed=seed,
+        selection=search.selection, selection_options=dict(search.selection_options), parents=search.parents,
+        inspirations=search.inspirations, population_cap=search.population_cap, seed=seed,
     )
 
 

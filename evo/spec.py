@@ -76,8 +76,10 @@ class Search:
     migration_size: int = 2
     reset_interval: int = 0
     selection: str = "lexicase"
+    selection_options: Mapping[str, Any] = field(default_factory=dict)  # keyword options of the strategy
     parents: int = 2
     inspirations: int = 2
+    population_cap: int = 1000  # programs per island; 0 = unlimited (a MAP-Elites cell's elite is kept)
     samples_per_prompt: int = 4
     iterations: int = 200
     target: float | None = None
@@ -319,15 +321,25 @@ def _search(t: _Table) -> Search:
         lambda v: v in TOPOLOGIES or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
     )
     target = t.get("target", None, "a finite number", _is_num)
+    from evo.selection import options_of
+
+    selection = t.choice("selection", d.selection, SELECTIONS)
+    options = t.get("selection_options", {}, "a table of option = value", lambda v: isinstance(v, Mapping))
+    unknown = sorted(set(options) - set(options_of(selection)))
+    if unknown:
+        t.fail("selection_options", f"options of {selection!r} ({', '.join(options_of(selection)) or 'none'})",
+               unknown[0])
     return Search(
         islands=islands,
         topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
         migration_interval=t.integer("migration_interval", d.migration_interval, low=1),
         migration_size=t.integer("migration_size", d.migration_size),
         reset_interval=t.integer("reset_interval", d.reset_interval),
-        selection=t.choice("selection", d.selection, SELECTIONS),
+        selection=selection,
+        selection_options=dict(options),
         parents=t.integer("parents", d.parents, low=1),
         inspirations=t.integer("inspirations", d.inspirations),
+        population_cap=t.integer("population_cap", d.population_cap),
         samples_per_prompt=t.integer("samples_per_prompt", d.samples_per_prompt, low=1),
         iterations=t.integer("iterations", d.iterations, low=1),
         target=None if target is None else float(target),

@@ -94,6 +94,9 @@ def test_a_typo_is_one_line_naming_file_section_and_key(project, section, typo, 
         ("[search]\ntarget = nan", "[search] target: expected a finite number, found float nan"),
         ("[sandbox]\ntimeout = inf", "[sandbox] timeout: expected a finite positive number, found float inf"),
         ("[prompt]\nstyle = \"poem\"", "[prompt] style: expected one of"),
+        ("[search]\nselection_options = { size = 3 }", "[search] selection_options: expected options of 'lexicase' (none), found str 'size'"),
+        ("[search]\nselection = \"dalex\"\nselection_options = 3", "[search] selection_options: expected a table"),
+        ("[search]\npopulation_cap = -1", "[search] population_cap: expected an integer >= 0, found int -1"),
         ("[features.x]\nsource = \"objective:zz\"", "[features.x] source: expected 'code_length'"),
         ("[features.x]\nrange = [1, 0]", "[features.x] range: expected [low, high] with low < high"),
         ("[features.x]\nbins = 0", "[features.x] bins: expected an integer >= 1, found int 0"),
@@ -208,3 +211,14 @@ def test_unbalanced_evolve_markers_are_spec_errors(project, program, needle):
 def test_balanced_markers_and_several_blocks_are_fine(project):
     (project / "initial.py").write_text("# EVOLVE-BLOCK-START\na = 1\n# EVOLVE-BLOCK-END\n# EVOLVE-BLOCK-START\n# EVOLVE-BLOCK-END\n")
     assert spec.load(write(project, MINIMAL)).problem.program.name == "initial.py"
+
+
+def test_selection_options_and_population_cap_reach_the_database(project):
+    from evo.archive import database_config
+
+    s = spec.load(write(project, MINIMAL + '[search]\nselection = "tournament"\nselection_options = { size = 3 }\n'
+                                          "population_cap = 50\n"))
+    config = database_config(s, seed=0)
+    assert config.selection == "tournament" and config.selection_options == {"size": 3}
+    assert config.population_cap == 50
+    assert database_config(spec.load(write(project, MINIMAL)), seed=0).population_cap == spec.Search().population_cap
