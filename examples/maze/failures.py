@@ -1,0 +1,66 @@
+"""Why a maze checkpoint's single-route answers fail: the share of sampled routes that step
+into a wall, jump, contradict their move letter, run over the budget, stop before E, or reach E.
+
+    python examples/maze/failures.py evo/checkpoints/maze-warmup [--mazes 30] [--samples 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import tasks  # noqa: E402
+from evo import tiny  # noqa: E402
+from tasks.base import ParseError, TemplateMismatch  # noqa: E402
+from tasks.maze import formats  # noqa: E402
+from tasks.maze.env import Maze, truncate_at_exit  # noqa: E402
+from training.sft import sample  # noqa: E402
+
+
+def verdict(maze: Maze, text: str) -> str:
+    try:
+        cells = formats.parse_compact(maze, text, 1)[0]
+    except (ParseError, TemplateMismatch):
+        return "unparseable"
+    if cells[0] != maze.start:
+        return "wrong start"
+    for a, b in zip(cells, cells[1:]):
+        if b == formats.INVALID:
+            return "move letter contradicts the cell"
+        if abs(a[0] - b[0]) + abs(a[1] - b[1]) != 1:
+            return "jump"
+        if not maze.is_open(b):
+            return "wall"
+    path = truncate_at_exit(maze, cells)
+    if path[-1] != maze.exit:
+        return "ends before E"
+    return "over budget" if len(path) - 1 > maze.budget else "reaches E"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint")
+    parser.add_argument("--mazes", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model, tokenizer = tiny.load(args.checkpoint)
+    task = tasks.get("maze")
+    counts: collections.Counter[str] = collections.Counter()
+    for i, instance in enumerate(task.instances("test", args.mazes, seed=0)):
+        for text in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 80, 1.0, seed=i)[0]:
+            counts[verdict(instance.data, text)] += 1
+    total = sum(counts.values())
+    print(json.dumps({name: round(n / total, 3) for name, n in counts.most_common()}))
+
+
+if __name__ == "__main__":
+    main()
