@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 
-from evo.policies.local import Rollout
+from evo.policies.local import Rollout, cache_argument
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:
@@ -29,7 +28,7 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor)
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
-    cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    cache_arg = cache_argument(model)
     prefix = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
                    use_cache=True)
     keys_values = [(layer.keys, layer.values) for layer in getattr(prefix, cache_arg).layers]

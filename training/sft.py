@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from evo.errors import UserError
+from evo.policies.local import Sampler, context_length
 from tasks.base import Instance, ParseError, Task, TemplateMismatch
 
 
@@ -80,7 +81,7 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
     rng = np.random.default_rng(config.seed)
     pool = task.instances("train", config.pool, seed=config.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.95))
-    context = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+    context = context_length(model)
     model.train()
     losses = []
     for step in range(config.steps):
@@ -104,8 +105,6 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
 def sample(model, tokenizer, prompts: Sequence[str], n: int, max_new_tokens: int,
            temperature: float = 1.0, seed: int = 0) -> list[list[str]]:
     """`n` sampled completions per prompt (text after the prompt, cut at eos)."""
-    from evo.policies.local import Sampler
-
     rollout = Sampler(model, tokenizer).sample(list(prompts), n=n, max_new_tokens=max_new_tokens,
                                                temperature=temperature, seed=seed)
     return [[completion.text for completion in row] for row in rollout.completions]

@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 import numpy as np
 
+from evo.compare.pools import Sampling
+from evo.compare.search import Search
 from evo.errors import UserError
 
 
@@ -80,12 +82,12 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
               help="answers per completion for a policy (default: from its train_config.json, else 1)")
 @click.option("--k", "k_text", default="1,5,10,30", show_default=True, help="k values for pass@k and best@k")
 @click.option("--instances", default=100, show_default=True, type=click.IntRange(2), help="held-out instances to sample")
-@click.option("--pool", default=30, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
-@click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(0))
-@click.option("--tokens-per-answer", default=48, show_default=True, type=click.IntRange(1))
-@click.option("--search-instances", default=8, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
-@click.option("--search-seeds", default=2, show_default=True, type=click.IntRange(1))
-@click.option("--search-calls", default=30, show_default=True, type=click.IntRange(1), help="policy calls per search run")
+@click.option("--pool", default=Sampling.pool, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
+@click.option("--temperature", default=Sampling.temperature, show_default=True, type=click.FloatRange(0))
+@click.option("--tokens-per-answer", default=Sampling.tokens_per_answer, show_default=True, type=click.IntRange(1))
+@click.option("--search-instances", default=Search.instances, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
+@click.option("--search-seeds", default=Search.seeds, show_default=True, type=click.IntRange(1))
+@click.option("--search-calls", default=Search.calls, show_default=True, type=click.IntRange(1), help="policy calls per search run")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
@@ -109,8 +111,8 @@ def command(task_name, policies, answers, k_text, instances, pool, temperature, 
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
-    sampling = pools.Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
-    settings = search.Search(instances=search_instances, seeds=search_seeds, calls=search_calls)
+    sampling = Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
+    settings = Search(instances=search_instances, seeds=search_seeds, calls=search_calls)
     held_out = task.instances("test", instances, seed=seed)
     optimum = np.array([task.oracle_best(i) for i in held_out])
     out.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ class Contender:
 @dataclass(frozen=True)
 class Sampling:
     pool: int = 30  # candidate answers per instance, for every policy
-    tokens_per_answer: int = 48
+    tokens_per_answer: int = 64  # a 21-move maze route is 65 characters with its separator
     temperature: float = 0.7
     top_p: float = 1.0
     batch: int = 16  # instances per policy call

@@ -48,6 +48,17 @@ class _Batch:
     stopped: torch.Tensor  # finished by eos or a stop string
 
 
+def context_length(model: torch.nn.Module) -> int | None:
+    """The most tokens the model's positions cover (None when its config does not say)."""
+    return getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The name of the KV-cache argument and output field of the model's forward
+    (transformers 5.2x renamed `past_key_values` to `cache`)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class Sampler:
     """Batched sampling from an in-memory causal LM (CPU or CUDA, the model's device)."""
 
@@ -60,9 +71,8 @@ class Sampler:
         eos = model.generation_config.eos_token_id if getattr(model, "generation_config", None) else None
         eos = tokenizer.eos_token_id if eos is None else eos
         self.eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (eos,)
-        self.context = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-        # transformers 5.2x renamed `past_key_values` to `cache` (argument and output field).
-        self.cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self.context = context_length(model)
+        self.cache_arg = cache_argument(model)
 
     @property
     def device(self) -> torch.device:

@@ -20,7 +20,7 @@ import tasks  # noqa: E402
 from evo import tiny  # noqa: E402
 from tasks.base import ParseError, TemplateMismatch  # noqa: E402
 from tasks.maze import formats  # noqa: E402
-from tasks.maze.env import Maze, truncate_at_exit  # noqa: E402
+from tasks.maze.env import Maze, step_error, truncate_at_exit  # noqa: E402
 from training.sft import sample  # noqa: E402
 
 
@@ -34,10 +34,8 @@ def verdict(maze: Maze, text: str) -> str:
     for a, b in zip(cells, cells[1:]):
         if b == formats.INVALID:
             return "move letter contradicts the cell"
-        if abs(a[0] - b[0]) + abs(a[1] - b[1]) != 1:
-            return "jump"
-        if not maze.is_open(b):
-            return "wall"
+        if error := step_error(maze, a, b):
+            return error
     path = truncate_at_exit(maze, cells)
     if path[-1] != maze.exit:
         return "ends before E"

@@ -76,10 +76,16 @@ def path_from_cells(maze: Maze, cells: Sequence[Cell]) -> tuple[Cell, ...] | Non
     must go to an adjacent open cell (a jump or a step into a wall invalidates the route)."""
     if not cells or tuple(cells[0]) != maze.start:
         return None
-    for (r0, c0), (r1, c1) in zip(cells, cells[1:]):
-        if abs(r0 - r1) + abs(c0 - c1) != 1 or not maze.is_open((r1, c1)):
-            return None
+    if any(step_error(maze, a, b) for a, b in zip(cells, cells[1:])):
+        return None
     return tuple(tuple(cell) for cell in cells)  # type: ignore[misc]
+
+
+def step_error(maze: Maze, a: Cell, b: Cell) -> str | None:
+    """Why the step a -> b is invalid ("jump" or "wall"), or None when it is a legal move."""
+    if abs(a[0] - b[0]) + abs(a[1] - b[1]) != 1:
+        return "jump"
+    return None if maze.is_open(b) else "wall"
 
 
 def truncate_at_exit(maze: Maze, path: Sequence[Cell]) -> tuple[Cell, ...]:
