@@ -8,6 +8,7 @@ _FACTORIES: dict[str, str] = {
     # name: "module:factory" (imported lazily)
     "maze": "tasks.maze:MazeTask",
     "maze-chat": "tasks.maze:chat",
+    "maze-notes": "tasks.maze:with_notes",
     "symreg": "tasks.symreg:SymregTask",
 }
 

@@ -11,7 +11,8 @@ import tasks
 from evo.program import split, splice
 from tasks.base import ParseError, TemplateMismatch
 from tasks.maze import MazeTask
-from tasks.maze.formats import compact_answer
+from tasks.maze.env import MOVES
+from tasks.maze.formats import NOTES, cell_name, compact_answer
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def test_compact_prompt_has_fixed_length_and_explicit_cells(compact):
     assert text.startswith(" 0123456\na") and text.endswith("\n") and "routes 3 moves" in text
 
 
-@pytest.mark.parametrize("name", ["maze", "maze-chat"])
+@pytest.mark.parametrize("name", ["maze", "maze-notes", "maze-chat"])
 @pytest.mark.parametrize("m", [1, 3])
 def test_demonstrations_parse_and_reach_the_exit(name, m):
     task = tasks.get(name)
@@ -51,6 +52,31 @@ def test_demonstrations_parse_and_reach_the_exit(name, m):
         scores = task.score(instance, answers)
         assert scores.shape == (m, 4)
         assert np.all(scores[:, 0] == 1.0), text  # distinct, valid routes that reach E
+
+
+def test_notes_name_the_open_moves_and_routes_copy_them_from_the_prompt(compact):
+    notes = tasks.get("maze-notes")
+    for instance in notes.instances("test", 5):
+        maze = instance.data
+        assert "\n".join(notes.prompt(instance, 3).split("\n")[1 + maze.size : 1 + 2 * maze.size]) not in compact.prompt(instance, 3)
+        lines = notes.prompt(instance, 1).split("\n")[1 + maze.size : 1 + 2 * maze.size]  # under the grid
+        listing = {}
+        for r, line in enumerate(lines):
+            for c in range(maze.size):
+                assert line[3 * c : 3 * c + 2] == cell_name((r, c))
+                listing[(r, c)] = line[3 * c + 2]
+                if maze.rows[r][c] == "#":
+                    assert listing[(r, c)] == "#"
+                    continue
+                opened = {move for move, (dr, dc) in MOVES.items() if maze.is_open((r + dr, c + dc))}
+                bits = NOTES.index(listing[(r, c)])
+                assert {move for i, move in enumerate("UDLR") if bits >> i & 1} == opened
+        text = notes.demonstrations(instance, 1, np.random.default_rng(0))
+        cells = notes.parse(instance, text, 1)[0]
+        assert text[2::4] == "".join(listing[cell] for cell in cells)  # each cell followed by its note
+        stripped = "".join(ch for ch in text if ch not in NOTES)  # notes are a scratchpad: ignored
+        assert notes.parse(instance, stripped, 1) == compact.parse(instance, stripped, 1) == [cells]
+        assert stripped == compact_answer(maze, [cells])
 
 
 def test_demonstrations_are_varied(compact):
@@ -115,7 +141,7 @@ def test_chat_and_compact_agree_on_the_same_route(compact, chat):
     cells = compact.parse(instance, text, 1)[0]
     moves = moves_from_path(cells)
     np.testing.assert_array_equal(compact.score(instance, [cells]), chat.score(instance, [moves]))
-    assert compact_answer([cells]) == text
+    assert compact_answer(instance.data, [cells]) == text
 
 
 def test_problem_spec_head_is_the_single_answer_prompt(compact, tmp_path):

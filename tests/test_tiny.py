@@ -40,14 +40,14 @@ def test_left_padding() -> None:
 
 
 @pytest.mark.parametrize("arch", tiny.ARCHS)
-@pytest.mark.parametrize("size,low,high", [("nano", 0.7e6, 1.3e6), ("micro", 3.5e6, 6e6)])
+@pytest.mark.parametrize("size,low,high", [("nano", 0.7e6, 1.3e6), ("nano8", 0.7e6, 1.3e6), ("micro", 3.5e6, 6e6)])
 def test_sizes(arch: str, size: str, low: float, high: float) -> None:
     n = tiny.param_count(tiny.new_model(size, arch, TOK))
     assert low <= n <= high, n
 
 
 def test_unknown_size_and_arch() -> None:
-    with pytest.raises(ValueError, match="known: nano, micro"):
+    with pytest.raises(ValueError, match="known: nano, nano8, micro"):
         tiny.config("huge")
     with pytest.raises(ValueError, match="llama, gpt2"):
         tiny.config("nano", "rnn")

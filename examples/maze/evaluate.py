@@ -59,6 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR:single|set")
     parser.add_argument("--task", default="maze")
+    parser.add_argument("--tokens-per-route", type=int, default=TOKENS_PER_ROUTE, help="96 for maze-notes")
     parser.add_argument("--mazes", type=int, default=200)
     parser.add_argument("--maze-seed", type=int, default=12345)
     parser.add_argument("--pool", type=int, default=30)
@@ -79,7 +80,7 @@ def main() -> None:
         model, tokenizer = load_model(path)
         started = time.time()
         vectors = candidates(Sampler(model, tokenizer), task, instances, m=m, pool=args.pool,
-                             max_new_tokens=TOKENS_PER_ROUTE * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
+                             max_new_tokens=args.tokens_per_route * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
         summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64))
         results["models"][name] = {"path": path, "mode": mode, "m": m, "seconds": round(time.time() - started, 1), **summary}
         print(name, json.dumps({k: round(v, 4) for k, v in summary["mean"].items()}), flush=True)

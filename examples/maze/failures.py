@@ -1,7 +1,10 @@
 """Why a maze checkpoint's single-route answers fail: the share of sampled routes that step
 into a wall, jump, contradict their move letter, run over the budget, stop before E, or reach E.
+With `--task maze-notes` it also reports how often a written note is the cell's true note
+(the copy) and how often the next move is one the written note allows (the rule).
 
     python examples/maze/failures.py evo/checkpoints/maze-warmup [--mazes 30] [--samples 30]
+    python examples/maze/failures.py evo/checkpoints/maze-notes-warmup --task maze-notes
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -42,22 +46,47 @@ def verdict(maze: Maze, text: str) -> str:
     return "over budget" if len(path) - 1 > maze.budget else "reaches E"
 
 
+_STEP = re.compile(r"([UDLR]?)([a-j])([0-9])([k-z#]?)")
+
+
+def note_checks(maze: Maze, text: str, counts: collections.Counter[str]) -> None:
+    """Count notes written, notes equal to the cell's note, and moves the previous note allows."""
+    written = None
+    for move, row, col, note in _STEP.findall(text.split(formats.SEPARATOR)[0]):
+        cell = (formats.ROW_LABELS.index(row), int(col))
+        if move and written in formats.NOTES:
+            allowed = formats.NOTES.index(written)
+            counts["moves after a note"] += 1
+            counts["moves the note allows"] += bool(allowed >> "UDLR".index(move) & 1)
+        if note and max(cell) < maze.size:
+            counts["notes"] += 1
+            counts["notes copied right"] += note == formats.note(maze, cell)
+        written = note
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint")
     parser.add_argument("--mazes", type=int, default=30)
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--task", default="maze")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer = tiny.load(args.checkpoint)
-    task = tasks.get("maze")
+    task = tasks.get(args.task)
     counts: collections.Counter[str] = collections.Counter()
+    notes: collections.Counter[str] = collections.Counter()
     for i, instance in enumerate(task.instances("test", args.mazes, seed=0)):
-        for text in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 80, 1.0, seed=i)[0]:
+        for text in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 96, 1.0, seed=i)[0]:
             counts[verdict(instance.data, text)] += 1
+            note_checks(instance.data, text, notes)
     total = sum(counts.values())
-    print(json.dumps({name: round(n / total, 3) for name, n in counts.most_common()}))
+    result = {name: round(n / total, 3) for name, n in counts.most_common()}
+    if notes["notes"]:
+        result["notes copied right"] = round(notes["notes copied right"] / notes["notes"], 3)
+        result["moves the note allows"] = round(notes["moves the note allows"] / max(1, notes["moves after a note"]), 3)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

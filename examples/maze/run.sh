@@ -9,6 +9,8 @@
 # one torch thread each; results (eval JSON, table .md/.json, commands) to $RESULTS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+TASK=${TASK:-maze}
+TOKENS=${TOKENS:-64}  # per route: 64 for maze, 96 for maze-notes (a 21-move route with notes is 87 characters)
 WARMUP=${WARMUP:-evo/checkpoints/maze-warmup}
 STEPS=${STEPS:-150}
 SEEDS=${SEEDS:-"0 1 2"}
@@ -27,7 +29,7 @@ COMMANDS="$RESULTS/commands.txt"
 train() {  # algo seed
   local algo=$1 seed=$2 m=1
   case $algo in vpo|multi_rlvr) m=3 ;; esac
-  local cmd="python -m evo train --task maze --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((64 * m + 4)) --lr $LR --kl-coef $KL --seed $seed --save-every 25 --no-progress"
+  local cmd="python -m evo train --task $TASK --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((TOKENS * m + 4)) --lr $LR --kl-coef $KL --seed $seed --save-every 25 --no-progress"
   echo "$cmd" >> "$COMMANDS"
   if [ -f "$RUNS/$algo-s$seed/trainer_state.pt" ]; then
     python -m evo train --out "$RUNS/$algo-s$seed" --resume --steps "$STEPS" --no-progress >> "$RUNS/$algo-s$seed.log" 2>&1
@@ -49,7 +51,7 @@ for algo in $ALGOS; do
   case $algo in vpo|multi_rlvr) mode=set ;; esac
   for seed in $SEEDS; do models+=(--model "$algo-s$seed=$RUNS/$algo-s$seed:$mode"); done
 done
-echo "python examples/maze/evaluate.py ${models[*]} --mazes $MAZES --out $RESULTS/eval.json" >> "$COMMANDS"
-python examples/maze/evaluate.py "${models[@]}" --mazes "$MAZES" --out "$RESULTS/eval.json"
+echo "python examples/maze/evaluate.py ${models[*]} --task $TASK --tokens-per-route $TOKENS --mazes $MAZES --out $RESULTS/eval.json" >> "$COMMANDS"
+python examples/maze/evaluate.py "${models[@]}" --task "$TASK" --tokens-per-route "$TOKENS" --mazes "$MAZES" --out "$RESULTS/eval.json"
 echo "python examples/maze/table.py $RESULTS/eval.json --commands $COMMANDS --out $RESULTS/table" >> "$COMMANDS"
 python examples/maze/table.py "$RESULTS/eval.json" --commands "$COMMANDS" --out "$RESULTS/table"

@@ -22,12 +22,14 @@ class MazeTask:
     objectives = OBJECTIVES
     weights = np.ones(len(OBJECTIVES))
 
-    def __init__(self, config: MazeConfig = MazeConfig(), style: str = "compact", name: str = "maze") -> None:
+    def __init__(self, config: MazeConfig = MazeConfig(), style: str = "compact", name: str = "maze",
+                 notes: bool = False) -> None:
         if style not in STYLES:
             raise ValueError(f"unknown maze prompt style {style!r}; expected one of {STYLES}")
-        self.config, self.style, self.name = config, style, name
+        self.config, self.style, self.name, self.notes = config, style, name, notes
         size = config.size
-        self.description = f"{size}x{size} maze, {style} prompts; the paper's gold-vs-diamond trade-off"
+        shown = f"{style} prompts with notes" if notes else f"{style} prompts"
+        self.description = f"{size}x{size} maze, {shown}; the paper's gold-vs-diamond trade-off"
 
     def instances(self, split: str, count: int, seed: int = 0) -> list[Instance]:
         if split not in ("train", "test"):
@@ -40,7 +42,7 @@ class MazeTask:
 
     def prompt(self, instance: Instance, m: int = 1) -> str:
         maze: Maze = instance.data
-        return formats.compact_prompt(maze, m) if self.style == "compact" else formats.chat_prompt(maze, m)
+        return formats.compact_prompt(maze, m, self.notes) if self.style == "compact" else formats.chat_prompt(maze, m)
 
     def parse(self, instance: Instance, completion: str, m: int = 1) -> list[Any]:
         """compact: cell tuples; chat: U/D/L/R strings."""
@@ -69,7 +71,7 @@ class MazeTask:
     def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
         routes = demos.route_set(instance.data, m, rng)
         if self.style == "compact":
-            return formats.compact_answer(routes)
+            return formats.compact_answer(instance.data, routes, self.notes)
         return formats.chat_answer([moves_from_path(route) for route in routes])
 
     def oracle_best(self, instance: Instance) -> float:
@@ -83,6 +85,11 @@ class MazeTask:
 
         initial = self.demonstrations(instance, 1, np.random.default_rng(instance.index))
         return write_spec(self, instance, Path(directory), initial)
+
+
+def with_notes() -> MazeTask:
+    """The 7x7 compact maze whose prompts list each cell's open moves and whose routes copy them."""
+    return MazeTask(name="maze-notes", notes=True)
 
 
 def chat() -> MazeTask:
