@@ -1,5 +1,5 @@
-"""Pure metrics over samples and reward vectors: pass@k, best@k, diversity, Pareto, hypervolume,
-and bootstrap confidence intervals with a paired test across instances."""
+"""Pure metrics over samples and reward vectors: pass@k, best@k, diversity, Pareto, front coverage,
+hypervolume, and bootstrap confidence intervals with a paired test across instances."""
 
 from __future__ import annotations
 
@@ -66,6 +66,23 @@ def pareto_mask(vectors: np.ndarray) -> np.ndarray:
 def pareto_fraction(vectors: np.ndarray) -> float:
     mask = pareto_mask(vectors)
     return float(mask.mean()) if len(mask) else 0.0
+
+
+def front_coverage(vectors: np.ndarray, front: np.ndarray, weights: np.ndarray) -> float:
+    """How much of the best achievable trade-off the candidates reach: the mean, over the
+    rows w of (W, d) `weights` (e.g. Dirichlet draws), of max_i w . v_i / max_f w . f_f.
+
+    1 means that under every weighting some candidate is as good as the best point of the
+    (oracle) `front`; weightings under which the front scores 0 are left out.
+    """
+    vectors = np.asarray(vectors, dtype=np.float64).reshape(-1, np.shape(weights)[-1])
+    best = np.asarray(front, dtype=np.float64) @ np.asarray(weights, dtype=np.float64).T
+    if best.size == 0:
+        return float("nan")
+    best = best.max(axis=0)
+    reached = (vectors @ np.asarray(weights, dtype=np.float64).T).max(axis=0) if len(vectors) else np.zeros_like(best)
+    scored = best > 0
+    return float(np.mean(reached[scored] / best[scored])) if scored.any() else float("nan")
 
 
 def spread(vectors: np.ndarray) -> np.ndarray:

@@ -59,6 +59,10 @@ class Task(Protocol):
         """The best achievable scalar on this instance (exact, e.g. from an oracle search)."""
         ...
 
+    def oracle_front(self, instance: Instance) -> np.ndarray:
+        """The Pareto front of achievable reward vectors, shape (p, d) (exact where known)."""
+        ...
+
     def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
         """A completion for `prompt(instance, m)` for the supervised warm-up (no eos)."""
         ...

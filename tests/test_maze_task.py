@@ -187,3 +187,15 @@ def test_evo_check_evaluates_maze_and_symreg_specs(tmp_path):
         assert done.returncode == 0, done.stderr[-1000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert 0 < result["scores"][key] <= 1 and result["scalar"] > 0
+
+
+def test_oracle_front_is_the_non_dominated_best_and_holds_the_oracle_best():
+    task = tasks.get("maze")
+    for instance in task.instances("test", 5, seed=3):
+        front = task.oracle_front(instance)
+        assert front.shape[1] == len(task.objectives) and len(front)
+        assert front.mean(axis=1).max() == pytest.approx(task.oracle_best(instance))
+        for seed in range(5):  # every achievable vector is weakly dominated by a front point
+            text = task.demonstrations(instance, 1, np.random.default_rng(seed))
+            [vector] = task.score(instance, task.parse(instance, text, 1))
+            assert vector.any() and (front >= vector - 1e-12).all(axis=1).any()

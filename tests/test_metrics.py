@@ -119,3 +119,15 @@ def test_paired_test_detects_a_consistent_improvement_and_not_noise():
     assert noise.low < 0 < noise.high
     with pytest.raises(ValueError):
         metrics.paired_test(base, base[:3])
+
+
+def test_front_coverage_is_one_on_the_front_and_falls_with_each_missing_trade_off():
+    front = np.array([[1.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+    weights = np.random.default_rng(0).dirichlet(np.ones(3), size=500)
+    assert metrics.front_coverage(front, front, weights) == pytest.approx(1.0)
+    assert metrics.front_coverage(np.vstack([front, [[0.5, 0.5, 0.5]]]), front, weights) == pytest.approx(1.0)
+    one_side = metrics.front_coverage(front[:1], front, weights)
+    brute = np.mean([(front[0] @ w) / (front @ w).max() for w in weights])
+    assert one_side == pytest.approx(brute) and 0.5 < one_side < 1.0
+    assert metrics.front_coverage(np.zeros((4, 3)), front, weights) == 0.0
+    assert np.isnan(metrics.front_coverage(front, np.zeros((0, 3)), weights))

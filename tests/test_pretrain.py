@@ -13,7 +13,7 @@ import torch
 
 import tasks
 from evo import tiny
-from training.sft import SFTConfig, collate, encode, sample, score_completions, train
+from training.sft import SFTConfig, collate, encode, micro_batches, sample, score_completions, train
 
 SHIPPED = Path(__file__).resolve().parent.parent / "evo" / "checkpoints" / "maze-warmup"
 
@@ -25,6 +25,23 @@ def test_collate_masks_the_prompt_and_padding():
     assert batch["input_ids"].shape == (2, 7)  # bos a b \n c d eos
     assert batch["labels"][0].tolist()[:4] == [-100] * 4 and batch["labels"][0, -1] == tokenizer.eos_token_id
     assert batch["labels"][1].tolist()[-2:] == [-100, -100] and batch["attention_mask"][1].sum() == 5
+
+
+def test_micro_batches_by_length_give_the_one_batch_loss_and_gradient():
+    import torch
+
+    tokenizer = tiny.char_tokenizer()
+    model = tiny.new_model("nano", "gpt2", tokenizer, context=64, seed=0)
+    examples = [encode(tokenizer, "ab" * n + "\n", "cd" * (3 - n % 3)) for n in (9, 1, 5, 2, 7)]
+    whole = model(**collate(examples, tokenizer.pad_token_id)).loss
+    expected = torch.autograd.grad(whole, model.parameters())
+    batches = micro_batches(examples, tokenizer.pad_token_id, 2)
+    assert [tuple(b["input_ids"].shape) for b in batches] == [(3, 15), (2, 27)]  # sorted, each padded to its own longest
+    counts = [int((b["labels"] != -100).sum()) for b in batches]
+    parts = sum(model(**b).loss * (c / sum(counts)) for b, c in zip(batches, counts))
+    assert parts.item() == pytest.approx(whole.item(), rel=1e-5)
+    for got, want in zip(torch.autograd.grad(parts, model.parameters()), expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.slow
@@ -40,6 +57,7 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["steps"] == 3 and 0 <= result["parse_rate"] <= 1 and result["oracle_best"] > 0
     assert 0 <= result["m3_parse_rate"] <= 1 and "m3_best_at_3" in result  # 1 completion x 3 answers
+    assert 0 <= result["solved_at_2"] <= 1 and 0 <= result["front_coverage_at_2"] <= 1
     assert "pretrain maze" in done.stderr  # the progress bar
     from evo.policies import load
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from evo import metrics
 from evo.errors import UserError
 from evo.policies.local import Sampler, context_length
 from tasks.base import Instance, ParseError, Task, TemplateMismatch
@@ -32,6 +33,7 @@ class SFTConfig:
     multi_fraction: float = 0.5  # share of examples in the m-answer template
     m: int = 3
     pool: int = 3000  # training instances
+    length_groups: int = 4  # forward passes per step, over examples sorted by length (less padding)
     seed: int = 0
     threads: int = 2
 
@@ -56,13 +58,22 @@ def collate(examples: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str,
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def sample_batch(task: Task, pool: Sequence[Instance], tokenizer, config: SFTConfig, rng: np.random.Generator):
+def sample_batch(task: Task, pool: Sequence[Instance], tokenizer, config: SFTConfig,
+                 rng: np.random.Generator) -> list[tuple[list[int], int]]:
     examples = []
     for index in rng.integers(len(pool), size=config.batch_size):
         m = config.m if rng.random() < config.multi_fraction else 1
         instance = pool[index]
         examples.append(encode(tokenizer, task.prompt(instance, m), task.demonstrations(instance, m, rng)))
-    return collate(examples, tokenizer.pad_token_id)
+    return examples
+
+
+def micro_batches(examples: Sequence[tuple[list[int], int]], pad_id: int, groups: int) -> list[dict[str, torch.Tensor]]:
+    """The examples sorted by length and cut into `groups` collated batches, so that short
+    ones (a single-answer demonstration) are not padded to the longest (an m-answer one)."""
+    ordered = sorted(examples, key=lambda example: len(example[0]))
+    return [collate([ordered[i] for i in chunk], pad_id)
+            for chunk in np.array_split(np.arange(len(ordered)), min(groups, len(ordered)))]
 
 
 def learning_rate(step: int, config: SFTConfig) -> float:
@@ -87,16 +98,23 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
     for step in range(config.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
-        batch = sample_batch(task, pool, tokenizer, config, rng)
-        if context is not None and batch["input_ids"].shape[1] > context:
-            raise UserError(f"a {task.name} demonstration takes {batch['input_ids'].shape[1]} tokens, more than the "
+        batches = micro_batches(sample_batch(task, pool, tokenizer, config, rng), tokenizer.pad_token_id,
+                                config.length_groups)
+        width = max(batch["input_ids"].shape[1] for batch in batches)
+        if context is not None and width > context:
+            raise UserError(f"a {task.name} demonstration takes {width} tokens, more than the "
                             f"model's context of {context}; pass a larger --context")
-        loss = model(**batch).loss
+        # the mean over all completion tokens of the step, as one padded batch would give it
+        counts = [int((batch["labels"] != -100).sum()) for batch in batches]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for batch, count in zip(batches, counts):
+            part = model(**batch).loss * (count / sum(counts))
+            part.backward()
+            loss += part.item()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        losses.append(loss.item())
+        losses.append(loss)
         on_step(step, losses[-1])
     model.eval()
     return losses
@@ -126,16 +144,22 @@ def score_completions(task: Task, instance: Instance, completions: Sequence[str]
 
 
 def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30, m: int = 1,
-             max_new_tokens: int = 160, temperature: float = 1.0, seed: int = 0,
-             oracle: Callable[[Instance], float] | None = None) -> dict[str, float]:
+             max_new_tokens: int = 160, temperature: float = 1.0, seed: int = 0, oracle: bool = False,
+             weightings: int = 256) -> dict[str, float]:
     """Held-out quality of `samples` completions per instance in the `m`-answer template:
     parse rate (of completions), the rate of answers with a non-zero reward (for the maze:
-    reaching the exit), mean scalar, and best@k over the k = samples * m answers (with the
-    oracle's best when given)."""
+    reaching the exit), mean scalar, and best@k over the k = samples * m answers.
+
+    With `oracle` (the task's `oracle_best` and `oracle_front`): the oracle's mean best
+    scalar, best@k as a fraction of it, the share of instances whose best@k reaches it
+    (`solved_at_k`), and `front_coverage_at_k`: under `weightings` Dirichlet(1) weightings,
+    the best answer's weighted score as a fraction of the front's best (the trade-offs that
+    VPO trains for; 1 = every weighting is served optimally)."""
     weights = np.asarray(task.weights, dtype=np.float64)
+    dirichlet = np.random.default_rng(seed).dirichlet(np.ones(len(task.objectives)), size=weightings)
     started = time.time()
     parsed = nonzero = total = answers = 0
-    scalars, bests, optimum = [], [], []
+    scalars, bests, optimum, coverage = [], [], [], []
     for i, instance in enumerate(instances):
         texts = sample(model, tokenizer, [task.prompt(instance, m)], samples, max_new_tokens, temperature, seed + i)[0]
         rows, ok = score_completions(task, instance, texts, m)
@@ -145,8 +169,9 @@ def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, sam
         answers += len(rows)
         scalars.append(values.mean())
         bests.append(values.max())
-        if oracle is not None:
-            optimum.append(oracle(instance))
+        if oracle:
+            optimum.append(task.oracle_best(instance))
+            coverage.append(metrics.front_coverage(rows, task.oracle_front(instance), dirichlet))
     k = samples * m
     result = {
         "instances": len(instances), "samples": samples, "m": m, "temperature": temperature,
@@ -154,7 +179,9 @@ def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, sam
         "mean_scalar": float(np.mean(scalars)), f"best_at_{k}": float(np.mean(bests)),
         "eval_seconds": round(time.time() - started, 1),
     }
-    if optimum:
+    if oracle:
         result["oracle_best"] = float(np.mean(optimum))
         result[f"best_at_{k}_over_oracle"] = float(np.mean(bests) / np.mean(optimum))
+        result[f"solved_at_{k}"] = float(np.mean(np.array(bests) >= np.array(optimum) - 1e-9))
+        result[f"front_coverage_at_{k}"] = float(np.nanmean(coverage))
     return result

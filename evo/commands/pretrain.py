@@ -40,11 +40,10 @@ def held_out_quality(model, tokenizer, task, held_out, *, samples: int, max_new_
     template's with a matched pool (samples // m completions of m answers), keys prefixed."""
     from training.sft import evaluate
 
-    oracle = getattr(task, "oracle_best", None)
     quality = evaluate(model, tokenizer, task, held_out, samples=samples, max_new_tokens=max_new_tokens,
-                       temperature=temperature, oracle=oracle, seed=seed)
+                       temperature=temperature, oracle=True, seed=seed)
     multi = evaluate(model, tokenizer, task, held_out, samples=max(1, samples // m), m=m,
-                     max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=oracle, seed=seed)
+                     max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=True, seed=seed)
     quality.update({f"m{m}_{key}": value for key, value in multi.items()
                     if key not in ("instances", "temperature", "oracle_best", "m")})
     return quality

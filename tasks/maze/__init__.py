@@ -80,6 +80,12 @@ class MazeTask:
 
         return solve(instance.data).best_scalar
 
+    def oracle_front(self, instance: Instance) -> np.ndarray:
+        """The exact Pareto front of reward vectors on this maze (empty when E is unreachable)."""
+        from tasks.maze.oracle import solve
+
+        return solve(instance.data).front
+
     def problem_spec(self, instance: Instance, directory: Path) -> Path:
         from tasks.maze.spec import write_spec
 

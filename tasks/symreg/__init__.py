@@ -93,6 +93,10 @@ class SymregTask:
         """The ground-truth formula scores 1 in every region, so the best scalar is 1."""
         return 1.0
 
+    def oracle_front(self, instance: Instance) -> np.ndarray:
+        """The ground truth dominates every other expression: the front is its all-ones vector."""
+        return np.ones((1, len(self.objectives)))
+
     def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
         """The formula and m - 1 other random expressions, in random order."""
         problem, data = instance.data
