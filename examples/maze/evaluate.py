@@ -4,7 +4,8 @@ A `single` model answers the 1-route prompt `--pool` times; a `set` model answer
 m-route prompt `--pool / m` times (a rollout of m routes counts as m candidates). Every
 candidate gets a reward vector; an unparseable or truncated completion gives m zero rows.
 Per maze we keep the candidates' scalars and vectors, then summarise best@k (unbiased,
-from the pool), reward-space diversity (mean pairwise L1) and the Pareto fraction.
+from the pool), pass@k against the oracle's best scalar, reward-space diversity (mean
+pairwise L1), the Pareto fraction and the pool's Dirichlet-weighted coverage of the oracle front.
 
     python examples/maze/evaluate.py --model grpo-s0=runs/grpo-s0:single --model vpo-s0=runs/vpo-s0:set \
         --mazes 200 --out examples/maze/results/eval.json
@@ -24,6 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tasks  # noqa: E402
+from evo import metrics  # noqa: E402
 from evo.compare import summary  # noqa: E402
 from evo.policies.local import Sampler  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
@@ -48,9 +50,14 @@ def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_
     return np.stack(out)
 
 
-def summarise(vectors: np.ndarray, weights: np.ndarray) -> dict:
-    """best@k, diversity, Pareto fraction and valid share per maze (evo compare's metrics)."""
-    columns = summary.per_instance(vectors, weights, None, [k for k in KS if k <= vectors.shape[1]])
+def summarise(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray, fronts: list[np.ndarray]) -> dict:
+    """best@k, pass@k (the oracle's best scalar reached), diversity, Pareto fraction and valid
+    share per maze (evo compare's metrics), and the whole pool's front coverage: under 256
+    Dirichlet(1) weightings, its best candidate as a fraction of the oracle front's best."""
+    columns = summary.per_instance(vectors, weights, optimum, [k for k in KS if k <= vectors.shape[1]])
+    dirichlet = np.random.default_rng(0).dirichlet(np.ones(vectors.shape[2]), size=256)
+    columns[f"front_coverage@{vectors.shape[1]}"] = np.array(
+        [metrics.front_coverage(pool, front, dirichlet) for pool, front in zip(vectors, fronts)])
     per_maze = {name.replace("@", "_at_"): values.tolist() for name, values in columns.items()}
     return {"mean": {key: float(np.mean(v)) for key, v in per_maze.items()}, "per_maze": per_maze}
 
@@ -72,6 +79,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     task = tasks.get(args.task)
     instances = task.instances("test", args.mazes, seed=args.maze_seed)
+    optimum = np.array([task.oracle_best(i) for i in instances])
+    fronts = [task.oracle_front(i) for i in instances]
     results = {"settings": vars(args), "models": {}}
     for spec in args.model:
         name, _, rest = spec.partition("=")
@@ -81,7 +90,7 @@ def main() -> None:
         started = time.time()
         vectors = candidates(Sampler(model, tokenizer), task, instances, m=m, pool=args.pool,
                              max_new_tokens=args.tokens_per_route * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
-        summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64))
+        summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64), optimum, fronts)
         results["models"][name] = {"path": path, "mode": mode, "m": m, "seconds": round(time.time() - started, 1), **summary}
         print(name, json.dumps({k: round(v, 4) for k, v in summary["mean"].items()}), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from evo import metrics  # noqa: E402
 
 COLUMNS = ("best_at_1", "best_at_5", "best_at_10", "best_at_30", "diversity", "pareto_fraction", "valid")
+ORACLE_COLUMNS = ("pass_at_30", "front_coverage_at_30")  # in evaluations made since December 3
+HEADS = {"best_at_1": "best@1", "best_at_5": "best@5", "best_at_10": "best@10", "best_at_30": "best@30",
+         "diversity": "diversity (L1)", "pareto_fraction": "Pareto frac.", "valid": "valid",
+         "pass_at_30": "solved@30", "front_coverage_at_30": "front cov.@30"}
+
+
+def columns_of(models: dict) -> tuple[str, ...]:
+    """COLUMNS, plus the oracle columns when every model has them."""
+    extra = tuple(c for c in ORACLE_COLUMNS if all(c in r["per_maze"] for r in models.values()))
+    return COLUMNS + extra
 
 
 def grouped(models: dict) -> dict[str, list[dict]]:
@@ -41,7 +51,7 @@ def build(models: dict, baseline: str) -> dict:
     rows = {}
     for algo, results in groups.items():
         row = {"seeds": len(results), "mode": results[0]["mode"]}
-        for column in COLUMNS:
+        for column in columns_of(models):
             seed_means = [float(np.mean(r["per_maze"][column])) for r in results]
             row[column] = float(np.mean(seed_means))
             row[f"{column}_seed_range"] = [min(seed_means), max(seed_means)]
@@ -54,10 +64,10 @@ def build(models: dict, baseline: str) -> dict:
 
 
 def markdown(rows: dict, baseline: str, mazes: int) -> str:
-    head = "| model | seeds | best@1 | best@5 | best@10 | best@30 | diversity (L1) | Pareto frac. | valid |"
-    lines = [head, "|" + "---|" * 9]
+    columns = COLUMNS + tuple(c for c in ORACLE_COLUMNS if all(c in r for r in rows.values()))
+    lines = ["| model | seeds | " + " | ".join(HEADS[c] for c in columns) + " |", "|" + "---|" * (len(columns) + 2)]
     for algo, r in rows.items():
-        lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in COLUMNS) + " |")
+        lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in columns) + " |")
     lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p):", ""]
     for algo, r in rows.items():
         for column in ("best_at_1", "best_at_30", "diversity"):
