@@ -21,6 +21,7 @@ from evo import metrics  # noqa: E402
 
 COLUMNS = ("best_at_1", "best_at_5", "best_at_10", "best_at_30", "diversity", "pareto_fraction", "valid")
 ORACLE_COLUMNS = ("pass_at_30", "front_coverage_at_30")  # in evaluations made since December 3
+PAIRED = ("best_at_1", "best_at_30", "diversity")  # compared with the baseline, plus the oracle columns when present
 HEADS = {"best_at_1": "best@1", "best_at_5": "best@5", "best_at_10": "best@10", "best_at_30": "best@30",
          "diversity": "diversity (L1)", "pareto_fraction": "Pareto frac.", "valid": "valid",
          "pass_at_30": "solved@30", "front_coverage_at_30": "front cov.@30"}
@@ -56,7 +57,7 @@ def build(models: dict, baseline: str) -> dict:
             row[column] = float(np.mean(seed_means))
             row[f"{column}_seed_range"] = [min(seed_means), max(seed_means)]
         if baseline in groups and algo != baseline:
-            for column in ("best_at_1", "best_at_30", "diversity"):
+            for column in PAIRED + columns_of(models)[len(COLUMNS):]:
                 test = metrics.paired_test(per_maze(results, column), per_maze(groups[baseline], column), resamples=5000)
                 row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value}
         rows[algo] = row
@@ -70,7 +71,7 @@ def markdown(rows: dict, baseline: str, mazes: int) -> str:
         lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in columns) + " |")
     lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p):", ""]
     for algo, r in rows.items():
-        for column in ("best_at_1", "best_at_30", "diversity"):
+        for column in PAIRED + ORACLE_COLUMNS:
             d = r.get(f"{column}_minus_{baseline}")
             if d:
                 lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}")
