@@ -131,3 +131,24 @@ def test_a_demonstration_longer_than_the_context_is_a_clear_error(tmp_path):
     )
     assert done.returncode == 2 and "more than the model's context of 160; pass a larger --context" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _pretrain(tmp_path, *options):
+    return subprocess.run(
+        [sys.executable, "-m", "evo", "pretrain", "--out", str(tmp_path / "c"), "--steps", "2", "--batch-size", "4",
+         "--pool", "4", "--eval-instances", "1", "--samples", "1", "--max-new-tokens", "40", *options],
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_the_default_context_grows_to_fit_the_tasks_prompts(tmp_path):
+    done = _pretrain(tmp_path, "--task", "symreg")  # symreg prompts carry their data: longer than 512
+    assert done.returncode == 0, done.stderr[-2000:]
+    context = json.loads((tmp_path / "c" / "config.json").read_text())["n_positions"]
+    assert context > 512 and context % 64 == 0
+
+
+def test_an_explicit_context_too_small_for_the_prompts_is_a_clear_error(tmp_path):
+    done = _pretrain(tmp_path, "--task", "symreg", "--context", "512")
+    assert done.returncode == 2 and "pass --context" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "c").exists()

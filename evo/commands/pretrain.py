@@ -11,6 +11,9 @@ import click
 from evo.errors import UserError
 
 
+DEFAULT_CONTEXT = 512
+
+
 def _task(name: str):
     import tasks
 
@@ -100,7 +103,8 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
               help="Share of demonstrations in the m-answer template.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
-@click.option("--context", default=512, show_default=True, type=click.IntRange(64), help="Model context (tokens).")
+@click.option("--context", type=click.IntRange(64),
+              help="Model context (tokens). Default: 512, or what TASK's prompts and answers need, rounded up to 64.")
 @click.option("--save-every", default=0, show_default=True, type=click.IntRange(0),
               help="Also save the checkpoint every N steps (0: only at the end).")
 @click.option("--half/--no-half", default=True, show_default=True, help="Store the weights as float16.")
@@ -115,7 +119,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
               help="Only evaluate this checkpoint (no training).")
 def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: int, decay_steps: int,
             batch_size: int, lr: float,
-            pool: int, multi_fraction: float, seed: int, threads: int, context: int, save_every: int, half: bool,
+            pool: int, multi_fraction: float, seed: int, threads: int, context: int | None, save_every: int, half: bool,
             eval_instances: int, samples: int, max_new_tokens: int, temperature: float,
             init_dir: str | None, evaluate_dir: str | None) -> None:
     """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
@@ -133,10 +137,13 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
             raise UserError("pass --out DIR for the checkpoint (or --evaluate DIR to only evaluate one)")
         if size not in tiny.SIZES:
             raise UserError(f"unknown model size {size!r}; known: {', '.join(tiny.SIZES)}")
-        longest = max((len(task.prompt(i, config.m)) for i in held_out[:20]), default=0) + config.m * max_new_tokens
-        if longest + 2 > context:
-            raise UserError(f"prompts of {task_name} need a context of about {longest + 2} tokens; "
-                            f"pass --context {longest + 2}")
+        needed = 2 + config.m * max_new_tokens + max(
+            (len(task.prompt(i, config.m)) for i in [*task.instances("train", 20, seed=seed), *held_out[:20]]), default=0)
+        if context is None:
+            context = max(DEFAULT_CONTEXT, -(-needed // 64) * 64)
+        elif needed > context:
+            raise UserError(f"prompts of {task_name} need a context of about {needed} tokens; "
+                            f"pass --context {needed} or more")
         model, tokenizer, result = pretrain(task, task_name, size, arch, context, config, Path(out_dir),
                                             save_every, half, init_dir)
     else:
