@@ -11,7 +11,19 @@ import click
 from evo.errors import UserError
 
 
-DEFAULT_CONTEXT = 512
+BASE_CONTEXT = 512  # the model context unless the task needs more (not tiny.DEFAULT_CONTEXT, the tokenizer's limit)
+
+
+def context_for(task, instances, m: int, max_new_tokens: int, asked: int | None) -> int:
+    """The model context for `asked` (None: BASE_CONTEXT, grown in steps of 64 to what the
+    longest of `instances`' m-answer prompts plus m answers needs); a clear error when an
+    asked context is too small. The tokenizer is character-level: one token per character."""
+    needed = 2 + m * max_new_tokens + max((len(task.prompt(i, m)) for i in instances), default=0)
+    if asked is None:
+        return max(BASE_CONTEXT, -(-needed // 64) * 64)
+    if needed > asked:
+        raise UserError(f"prompts of {task.name} need a context of about {needed} tokens; pass --context {needed} or more")
+    return asked
 
 
 def _task(name: str):
@@ -137,13 +149,9 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
             raise UserError("pass --out DIR for the checkpoint (or --evaluate DIR to only evaluate one)")
         if size not in tiny.SIZES:
             raise UserError(f"unknown model size {size!r}; known: {', '.join(tiny.SIZES)}")
-        needed = 2 + config.m * max_new_tokens + max(
-            (len(task.prompt(i, config.m)) for i in [*task.instances("train", 20, seed=seed), *held_out[:20]]), default=0)
-        if context is None:
-            context = max(DEFAULT_CONTEXT, -(-needed // 64) * 64)
-        elif needed > context:
-            raise UserError(f"prompts of {task_name} need a context of about {needed} tokens; "
-                            f"pass --context {needed} or more")
+        # the first training instances (drawn again by training: cheap) and the held-out ones
+        measured = [*task.instances("train", 20, seed=seed), *held_out[:20]]
+        context = context_for(task, measured, config.m, max_new_tokens, context)
         model, tokenizer, result = pretrain(task, task_name, size, arch, context, config, Path(out_dir),
                                             save_every, half, init_dir)
     else:

@@ -66,7 +66,11 @@ def main() -> None:
         unknown = set(overrides) - fields
         if unknown:
             parser.error(f"unknown MazeConfig field(s) {sorted(unknown)}; expected some of {sorted(fields)}")
-        task = MazeTask(dataclasses.replace(base.config, **overrides), base.style, base.name, base.notes)
+        try:
+            config = dataclasses.replace(base.config, **overrides)
+        except ValueError as error:  # MazeConfig's own range checks
+            parser.error(f"knob {text!r}: {error}")
+        task = MazeTask(config, base.style, base.name, base.notes)
         held_out = task.instances("test", args.mazes)
         quality = evaluate(model, tokenizer, task, held_out, samples=args.samples, max_new_tokens=args.max_new_tokens,
                            temperature=args.temperature, oracle=True)
@@ -83,8 +87,8 @@ def main() -> None:
     print(table)
     if args.out:
         args.out.write_text(table)
-        args.out.with_suffix(".json").write_text(json.dumps({"settings": vars(args) | {"out": str(args.out)},
-                                                             "rows": rows}, indent=1, default=str) + "\n")
+        args.out.with_suffix(".json").write_text(json.dumps({"settings": vars(args), "rows": rows}, indent=1,
+                                                             default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -27,10 +27,13 @@ HEADS = {"best_at_1": "best@1", "best_at_5": "best@5", "best_at_10": "best@10", 
          "pass_at_30": "solved@30", "front_coverage_at_30": "front cov.@30"}
 
 
+def oracle_columns_of(models: dict) -> tuple[str, ...]:
+    """The oracle columns that every model has."""
+    return tuple(c for c in ORACLE_COLUMNS if all(c in r["per_maze"] for r in models.values()))
+
+
 def columns_of(models: dict) -> tuple[str, ...]:
-    """COLUMNS, plus the oracle columns when every model has them."""
-    extra = tuple(c for c in ORACLE_COLUMNS if all(c in r["per_maze"] for r in models.values()))
-    return COLUMNS + extra
+    return COLUMNS + oracle_columns_of(models)
 
 
 def grouped(models: dict) -> dict[str, list[dict]]:
@@ -57,7 +60,7 @@ def build(models: dict, baseline: str) -> dict:
             row[column] = float(np.mean(seed_means))
             row[f"{column}_seed_range"] = [min(seed_means), max(seed_means)]
         if baseline in groups and algo != baseline:
-            for column in PAIRED + columns_of(models)[len(COLUMNS):]:
+            for column in PAIRED + oracle_columns_of(models):
                 test = metrics.paired_test(per_maze(results, column), per_maze(groups[baseline], column), resamples=5000)
                 row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value}
         rows[algo] = row
