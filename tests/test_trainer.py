@@ -118,3 +118,27 @@ def test_grpo_learns_the_scalar_it_is_given(init_dir, tmp_path):
     first = np.mean([r["scalar"] for r in records[:3]])
     last = np.mean([r["scalar"] for r in records[-3:]])
     assert first < 0.5 and last > first + 0.3
+
+
+def test_snapshots_keep_the_weights_of_every_nth_step(init_dir, tmp_path):
+    from evo import tiny
+
+    run(config(init_dir, tmp_path / "o", steps=4, snapshot_every=2), task=CharMix(), progress=False)
+    kept = sorted(p.name for p in (tmp_path / "o" / checkpoint.SNAPSHOTS).iterdir())
+    assert kept == ["000002", "000004"]
+    last, _ = tiny.load(tmp_path / "o" / "steps" / "000004")
+    final, _ = tiny.load(tmp_path / "o")
+    assert all(torch.equal(a, b) for a, b in zip(last.state_dict().values(), final.state_dict().values()))
+    assert not (tmp_path / "o" / "steps" / "000004" / checkpoint.STATE_FILE).exists()
+
+
+def test_export_stores_half_weights_but_says_float32(init_dir, tmp_path):
+    from evo import tiny
+
+    model, tok = tiny.load(init_dir)
+    checkpoint.export(model, tok, tmp_path / "ship", half=True)
+    assert json.loads((tmp_path / "ship" / "config.json").read_text())["dtype"] == "float32"
+    assert next(model.parameters()).dtype == torch.float32  # the caller's model is untouched
+    shipped, _ = tiny.load(tmp_path / "ship")
+    for a, b in zip(model.state_dict().values(), shipped.state_dict().values()):
+        assert torch.equal(a.half().float(), b)

@@ -15,6 +15,30 @@ import torch
 
 STATE_FILE = "trainer_state.pt"
 METRICS_FILE = "metrics.jsonl"
+SNAPSHOTS = "steps"  # out/steps/000100: the weights after step 100, for held-out curves
+
+
+def export(model, tokenizer, out: Path, *, half: bool = True) -> None:
+    """Write a Hugging Face directory to ship or serve. With `half` the weights are stored as
+    float16 (half the bytes) but config.json keeps float32, so `from_pretrained(dtype="auto")`
+    and `vllm serve` compute in float32 like the model that was trained. `model` is unchanged."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True, state_dict=(
+        {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()} if half else None))
+    tokenizer.save_pretrained(out)
+    config = json.loads((out / "config.json").read_text())
+    for key in ("dtype", "torch_dtype"):
+        if key in config:
+            config[key] = "float32"
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def snapshot(directory: Path, model, tokenizer, step: int) -> Path:
+    """Keep the weights after `step` in `directory/steps/NNNNNN` (float32, no optimizer state)."""
+    out = directory / SNAPSHOTS / f"{step:06d}"
+    export(model, tokenizer, out, half=False)
+    return out
 
 
 def save(directory: Path, model, tokenizer, optimizer: torch.optim.Optimizer, step: int) -> None:

@@ -35,6 +35,7 @@ class TrainConfig:
     bf16: bool = False  # bfloat16 autocast for sampling and the loss forward (weights stay float32)
     seed: int = 0
     save_every: int = 50
+    snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)
 
     def __post_init__(self) -> None:

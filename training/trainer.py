@@ -182,6 +182,8 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
             raise RuntimeError(f"non-finite metrics at step {record['step']}: {record}")
         checkpoint.append_metrics(out, record)
         records.append(record)
+        if config.snapshot_every and state.step % config.snapshot_every == 0:
+            checkpoint.snapshot(out, state.model, state.tokenizer, state.step)
         if state.step % config.save_every == 0 or state.step == config.steps:
             checkpoint.save(out, state.model, state.tokenizer, state.optimizer, state.step)
         bar.update(1)

@@ -35,20 +35,6 @@ def _task(name: str):
         raise UserError(str(error)) from None
 
 
-def save_checkpoint(model, tokenizer, out: Path, half: bool) -> None:
-    """Save the checkpoint; with `half`, the weights are stored as float16 (half the bytes)
-    but config.json keeps float32, so `from_pretrained(dtype="auto")` computes in float32."""
-    from evo import tiny
-
-    tiny.save(model.half() if half else model, tokenizer, out)
-    model.float()
-    config = json.loads((out / "config.json").read_text())
-    for key in ("dtype", "torch_dtype"):
-        if key in config:
-            config[key] = "float32"
-    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
 def held_out_quality(model, tokenizer, task, held_out, *, samples: int, max_new_tokens: int, m: int,
                      temperature: float, seed: int) -> dict:
     """Single-answer quality (`samples` completions per instance), then the m-answer
@@ -72,6 +58,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
     from tqdm import tqdm
 
     from evo import tiny
+    from training.checkpoint import export
     from training.sft import train
 
     torch.set_num_threads(config.threads)
@@ -89,7 +76,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
                 tiny.save(model, tokenizer, out)
 
         losses = train(model, tokenizer, task, config, on_step)
-    save_checkpoint(model, tokenizer, out, half)
+    export(model, tokenizer, out, half=half)
     return model, tokenizer, {
         "task": task_name, "size": size, "arch": arch, "params": tiny.param_count(model), "steps": config.steps,
         "decay_steps": config.decay_steps or config.steps, "batch_size": config.batch_size, "lr": config.lr,

@@ -66,13 +66,15 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
 @click.option("--ppo-epochs", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--micro-batches", default=1, show_default=True, type=click.IntRange(1), help="Gradient accumulation chunks.")
 @click.option("--save-every", default=50, show_default=True, type=click.IntRange(1))
+@click.option("--snapshot-every", default=0, show_default=True, type=click.IntRange(0),
+              help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
 @click.option("--bf16/--no-bf16", default=False, show_default=True, help="bfloat16 autocast (fast on CPUs with AMX or AVX512-BF16).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def command(task, algo, init, steps, out, resume, prompts, group, answers, max_new_tokens, temperature, lr, kl_coef,
-            eps_low, eps_high, ppo_epochs, micro_batches, save_every, bf16, seed, options, threads, progress) -> None:
+            eps_low, eps_high, ppo_epochs, micro_batches, save_every, snapshot_every, bf16, seed, options, threads, progress) -> None:
     """RL-train a checkpoint; writes a Hugging Face directory, metrics.jsonl and trainer state.
     The last line printed is a JSON summary."""
     import torch
@@ -81,7 +83,7 @@ def command(task, algo, init, steps, out, resume, prompts, group, answers, max_n
 
     settings = dict(task=task, algo=algo, prompts=prompts, group=group, answers=answers, max_new_tokens=max_new_tokens,
                     temperature=temperature, lr=lr, kl_coef=kl_coef, eps_low=eps_low, eps_high=eps_high,
-                    ppo_epochs=ppo_epochs, micro_batches=micro_batches, save_every=save_every, bf16=bf16, seed=seed,
+                    ppo_epochs=ppo_epochs, micro_batches=micro_batches, save_every=save_every, snapshot_every=snapshot_every, bf16=bf16, seed=seed,
                     options=parse_options(options))
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")

@@ -1,5 +1,6 @@
-"""Copy a trained run into a shipped checkpoint: float16 weights, tokenizer, the training
-config and metrics (no optimizer state), so that `local:DIR` and `vllm serve DIR` load it.
+"""Copy a trained run into a shipped checkpoint: float16 weights (config.json says float32,
+like the warm-ups), tokenizer, the training config and metrics (no optimizer state), so that
+`local:DIR` and `vllm serve DIR` load it.
 
     python examples/maze/ship.py /tmp/maze-runs/vpo-s0 evo/checkpoints/maze-vpo
 """
@@ -8,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from evo import tiny  # noqa: E402
+from evo import tiny
+from training.checkpoint import export
 
 
 def main() -> None:
@@ -23,7 +22,7 @@ def main() -> None:
     args = parser.parse_args()
     model, tokenizer = tiny.load(args.run)
     shutil.rmtree(args.out, ignore_errors=True)
-    tiny.save(model.half(), tokenizer, args.out)
+    export(model, tokenizer, args.out, half=True)
     for name in ("train_config.json", "metrics.jsonl"):
         shutil.copy(args.run / name, args.out / name)
     size = sum(p.stat().st_size for p in args.out.iterdir())
