@@ -50,7 +50,7 @@ def per_maze(results: list[dict], column: str) -> np.ndarray:
     return np.mean([r["per_maze"][column] for r in results], axis=0)
 
 
-def build(models: dict, baseline: str) -> dict:
+def build(models: dict, baselines: list[str]) -> dict:
     groups = grouped(models)
     rows = {}
     for algo, results in groups.items():
@@ -59,7 +59,9 @@ def build(models: dict, baseline: str) -> dict:
             seed_means = [float(np.mean(r["per_maze"][column])) for r in results]
             row[column] = float(np.mean(seed_means))
             row[f"{column}_seed_range"] = [min(seed_means), max(seed_means)]
-        if baseline in groups and algo != baseline:
+        for baseline in baselines:
+            if baseline not in groups or algo == baseline:
+                continue
             for column in PAIRED + oracle_columns_of(models):
                 test = metrics.paired_test(per_maze(results, column), per_maze(groups[baseline], column), resamples=5000)
                 row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value}
@@ -67,24 +69,25 @@ def build(models: dict, baseline: str) -> dict:
     return rows
 
 
-def markdown(rows: dict, baseline: str, mazes: int) -> str:
+def markdown(rows: dict, baselines: list[str], mazes: int) -> str:
     columns = COLUMNS + tuple(c for c in ORACLE_COLUMNS if all(c in r for r in rows.values()))
     lines = ["| model | seeds | " + " | ".join(HEADS[c] for c in columns) + " |", "|" + "---|" * (len(columns) + 2)]
     for algo, r in rows.items():
         lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in columns) + " |")
-    lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p):", ""]
-    for algo, r in rows.items():
-        for column in PAIRED + ORACLE_COLUMNS:
-            d = r.get(f"{column}_minus_{baseline}")
-            if d:
-                lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}")
+    for baseline in baselines:
+        lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p):", ""]
+        for algo, r in rows.items():
+            for column in PAIRED + ORACLE_COLUMNS:
+                d = r.get(f"{column}_minus_{baseline}")
+                if d:
+                    lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("evaluations", nargs="+")
-    parser.add_argument("--baseline", default="grpo")
+    parser.add_argument("--baseline", action="append", help="paired differences against this group (repeatable; default grpo)")
     parser.add_argument("--commands", help="a text file with the exact commands, copied into the JSON")
     parser.add_argument("--out", required=True, help="path prefix for .md and .json")
     args = parser.parse_args()
@@ -93,10 +96,11 @@ def main() -> None:
         data = json.loads(Path(path).read_text())
         models.update(data["models"])
         settings = data["settings"]
-    rows = build(models, args.baseline)
+    baselines = args.baseline or ["grpo"]
+    rows = build(models, baselines)
     commands = Path(args.commands).read_text().splitlines() if args.commands else []
     Path(args.out + ".json").write_text(json.dumps({"settings": settings, "rows": rows, "commands": commands}, indent=1) + "\n")
-    Path(args.out + ".md").write_text(markdown(rows, args.baseline, settings.get("mazes", 0)))
+    Path(args.out + ".md").write_text(markdown(rows, baselines, settings.get("mazes", 0)))
     print(Path(args.out + ".md").read_text())
 
 
