@@ -10,6 +10,7 @@ _FACTORIES: dict[str, str] = {
     "maze-chat": "tasks.maze:chat",
     "maze-notes": "tasks.maze:with_notes",
     "symreg": "tasks.symreg:SymregTask",
+    "humaneval": "tasks.humaneval:HumanEvalTask",
 }
 
 

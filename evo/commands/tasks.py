@@ -15,7 +15,11 @@ def command(as_json: bool) -> None:
 
     rows = []
     for name in tasks.names():
-        task = tasks.get(name)
+        try:
+            task = tasks.get(name)
+        except tasks.UnknownTask as error:  # registered, but its optional package is missing
+            rows.append({"name": name, "objectives": [], "weights": [], "description": f"unavailable: {error}"})
+            continue
         doc = (getattr(task, "description", "") or type(task).__doc__ or "").strip().splitlines()
         rows.append({
             "name": name,
