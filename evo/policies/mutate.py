@@ -53,12 +53,24 @@ def mutate_source(source: str, rng: random.Random, config: MutateConfig = Mutate
         if not edits:
             break
         rng.choice(edits)(candidate, rng, config, dry=False)
-        try:
-            compile(ast.fix_missing_locations(candidate), "<mutant>", "exec")
-        except (SyntaxError, ValueError):
+        if not _compiles(ast.fix_missing_locations(candidate)):
             continue
         tree = candidate
     return ast.unparse(tree) + "\n"
+
+
+def _compiles(tree: ast.Module) -> bool:
+    """Whether the edited code compiles, as a module or as a function body (an EVOLVE block
+    inside a function may `return`)."""
+    function = ast.FunctionDef(name="_", args=ast.arguments([], [], None, [], [], None, []), body=tree.body,
+                               decorator_list=[])
+    for candidate in (tree, ast.Module([function], [])):
+        try:
+            compile(ast.fix_missing_locations(candidate), "<mutant>", "exec")
+            return True
+        except (SyntaxError, ValueError):
+            pass
+    return False
 
 
 def mutate_program(program: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:

