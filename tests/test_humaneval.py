@@ -204,3 +204,74 @@ def test_evo_run_with_mutate_on_one_problem(tmp_path):
     shown = json.loads(evo("show", str(out), "--json", cwd=tmp_path).stdout)
     assert 1 <= shown["iterations"] <= 4 and shown["programs"] >= 2  # the run stops early at the target
     assert 1 / 6 <= shown["best"]["scalar"] <= 1.0  # x - y passes add(1, 0); a swap of `-` to `+` solves it
+
+
+class ReferenceServer:
+    """An OpenAI-style completions server on 127.0.0.1 that knows HumanEval's references:
+    model `ref` answers every prompt with the reference (fenced; for evo's search prompts,
+    the program file with the reference body), model `blank` with a `pass` body."""
+
+    def __init__(self) -> None:
+        self.models: list[str] = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @staticmethod
+    def reply(prompt: str, model: str) -> str:
+        found = max((p for p in problems() if p.prompt.strip() in prompt), key=lambda p: len(p.prompt))
+        body = found.canonical if model == "ref" else "    pass\n"
+        if "EVOLVE-BLOCK-START" in prompt:
+            return fenced(program_file(found, body.replace("\n    ", "\n").strip()))
+        return fenced(found.prompt + body)
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_GET(self) -> None:  # the policy's check lists the models
+                self._send({"object": "list", "data": [{"id": "ref"}, {"id": "blank"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.models.append(body["model"])
+                text = server.reply(body["prompt"], body["model"])
+                self._send({"choices": [{"index": i, "text": text, "finish_reason": "stop"} for i in range(body["n"])]})
+
+            def _send(self, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+@pytest.mark.slow
+def test_evo_compare_with_openai_policies_against_a_local_server(tmp_path):
+    server = ReferenceServer()
+    try:
+        out = tmp_path / "cmp"
+        done = evo("compare", "--task", "humaneval", "--policy", f"ref=openai:{server.url}#ref",
+                   "--policy", f"blank=openai:{server.url}#blank", "--instances", "3", "--pool", "2", "--k", "1,2",
+                   "--tokens-per-answer", "600", "--search-instances", "1", "--search-seeds", "1",
+                   "--search-calls", "2", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    ref, blank = data["sampling"]["ref"], data["sampling"]["blank"]
+    assert ref["best@1"]["mean"] == 1.0 and ref["pass@2"]["mean"] == 1.0 and ref["valid"]["mean"] == 1.0
+    assert blank["best@2"]["mean"] == 0.0 and blank["pass@1"]["mean"] == 0.0  # HumanEval/0, /4, /8: no exceptions
+    assert data["search"]["ref"]["success_rate"] == 1.0 and data["search"]["blank"]["success_rate"] == 0.0
+    assert {"ref", "blank"} <= set(server.models)
