@@ -80,6 +80,7 @@ def test_split_counts_and_the_fixed_width():
     assert len(problem(44).tests) == 12  # 6 asserts + `for x in range(2, 8)` unrolled
     assert len(problem(32).tests) == 1  # one loop over 100 seeded random polynomials
     task = tasks.get("humaneval")
+    assert isinstance(task, tasks.Task) and len(task.objectives) == WIDTH == len(task.weights)
     test, train = task.instances("test", 41), task.instances("train", 123)
     assert {i.data.number for i in test} == set(range(0, 164, 4))
     assert not {i.data.number for i in test} & {i.data.number for i in train}

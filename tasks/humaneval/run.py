@@ -46,10 +46,11 @@ def _one(code, test: str, timeout: float) -> bool:
         return _wait_for_pass(read, timeout)
     finally:
         os.close(read)
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        for kill, target in ((os.killpg, pid), (os.kill, pid)):  # its group; itself, if not yet a leader
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         os.waitpid(pid, 0)
 
 
