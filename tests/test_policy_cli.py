@@ -76,6 +76,23 @@ def test_bad_policy_options_are_one_line(server, problem, tmp_path, uri, message
     assert s.gets == s.posts == 0 and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("fault, reason", [
+    ("500", "HTTP 500"),
+    (b'{"choices": [{"index": 0, "text": 123}, {"index": 1, "text": "x"}]}',
+     "malformed reply: choices[0].text is 123 (int), expected a string"),
+    ("drip-body", "timed out after 1 s"),
+])
+def test_a_server_failing_mid_run_is_one_line_exit_1(server, problem, tmp_path, fault, reason):
+    s = server([fault] * 100, drip=0.4)
+    out = tmp_path / "run"
+    result = evo("run", str(problem), "--policy", f"openai:{s.url}#tiny;retries=1;timeout=1;backoff=0.01",
+                 "--out", str(out), "--quiet")
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "failed after 2 attempts: " + reason in result.stderr, result.stderr
+    assert show(out)["iterations"] == 0  # the run directory is intact: --resume continues it
+
+
 def program_texts(server) -> None:
     """Every completion a new program for the toy problem (A = 1, 2, 3, ...)."""
     counter = itertools.count(1)

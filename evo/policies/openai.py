@@ -4,7 +4,8 @@ Standard library only. One request per prompt (with `n` samples), at most `concu
 flight on daemon threads (an interrupted caller abandons them; nothing waits for them at
 exit). Each attempt ends by its `timeout` (the whole request, evo/policies/transport.py);
 429, 5xx, timeouts, connection errors and malformed replies are retried with exponential
-backoff and jitter, then reported as one line (evo.errors.UserError).
+backoff and jitter, then reported as one line (evo.errors.WorkFailed: exit code 1; a refused
+request or a bad setting is a UserError: exit code 2).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from evo.errors import UserError
+from evo.errors import UserError, WorkFailed
 from evo.policies import replies
 from evo.policies.base import Completion
 from evo.policies.options import GREEDY_BELOW, Range, check_config, check_sampling, parse_option
@@ -178,7 +179,7 @@ class OpenAIPolicy:
             except (RetryableError, replies.MalformedReply) as exc:
                 reason = f"malformed reply: {exc}" if isinstance(exc, replies.MalformedReply) else str(exc)
                 if attempt == cfg.retries:
-                    raise UserError(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {reason}") from None
+                    raise WorkFailed(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {reason}") from None
                 delay = backoff_delay(attempt, cfg.backoff, cfg.max_backoff, self._rng)
                 time.sleep(max(delay, min(getattr(exc, "retry_after", None) or 0.0, cfg.max_backoff)))
         raise AssertionError("unreachable")
