@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -25,7 +27,8 @@ class FakeServer:
     "bad-json", "400", "drip-head", "drip-body", or bytes (a raw 200 reply); after the script
     it answers "ok". `models` is the GET /models reply. Records bodies and concurrency."""
 
-    def __init__(self, script: list[str | bytes] = (), delay: float = 0.0, drip: float = 1.0) -> None:
+    def __init__(self, script: list[str | bytes] = (), delay: float = 0.0, drip: float = 1.0,
+                 cert: Path | None = None) -> None:
         self.script, self.delay, self.drip, self.hang = list(script), delay, drip, 2.0
         self.models: object = {"object": "list", "data": [{"id": "tiny"}, {"id": "other"}]}
         self.text = lambda i, prefix: f"{prefix}{i}"  # the text of choice i ("t" completions, "c" chat)
@@ -35,7 +38,11 @@ class FakeServer:
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if cert is not None:  # https with a self-signed certificate (PEM: key and certificate)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.url = f"http{'s' if cert else ''}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
 
     def close(self) -> None:
@@ -127,8 +134,8 @@ class FakeServer:
 def server():
     made: list[FakeServer] = []
 
-    def make(script=(), delay=0.0, drip=1.0) -> FakeServer:
-        made.append(FakeServer(script, delay, drip))
+    def make(script=(), delay=0.0, drip=1.0, cert=None) -> FakeServer:
+        made.append(FakeServer(script, delay, drip, cert))
         return made[-1]
 
     yield make
@@ -244,6 +251,22 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
 def test_a_dripped_reply_times_out_at_the_deadline(server, where: str) -> None:
     """One byte a second never trips a per-read socket timeout; the request's deadline ends it."""
     s = server([where], drip=1.0)
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"failed after 1 attempts: timed out after 1.5 s$"):
+        policy(s.url, retries=0, timeout=1.5).generate(["p"], n=1)
+    assert 1.4 < time.monotonic() - start < 2.5
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_the_deadline_holds_over_tls(server, tmp_path, monkeypatch) -> None:
+    pem = tmp_path / "server.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(pem), "-out", str(tmp_path / "cert.pem")],
+                   check=True, capture_output=True)
+    pem.write_text(pem.read_text() + (tmp_path / "cert.pem").read_text())
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))  # trust it, as a private CA would be
+    s = server(["ok", "drip-body"], drip=1.0, cert=pem)
+    assert s.url.startswith("https://") and policy(s.url, retries=0).generate(["p"], n=1)[0][0].text == "t0"
     start = time.monotonic()
     with pytest.raises(UserError, match=r"failed after 1 attempts: timed out after 1.5 s$"):
         policy(s.url, retries=0, timeout=1.5).generate(["p"], n=1)
