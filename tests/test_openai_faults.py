@@ -469,5 +469,14 @@ def test_the_first_failure_is_raised_without_waiting_for_the_rest(server) -> Non
     assert time.monotonic() - start < 1.5  # the hanging requests are abandoned, not awaited
 
 
+def test_numpy_scalars_are_sent_as_json_numbers(server) -> None:
+    import numpy as np
+
+    s = server()
+    out = policy(s.url).generate(["p"], n=np.int64(2), max_new_tokens=np.int64(5), temperature=np.float32(0.5),
+                                 top_p=np.float64(0.9), seed=np.int64(3))
+    assert len(out[0]) == 2 and (s.bodies[0]["n"], s.bodies[0]["max_tokens"], s.bodies[0]["temperature"]) == (2, 5, 0.5)
+
+
 def test_backoff_never_overflows() -> None:
     assert backoff_delay(5000, 0.5, 30.0, random.Random(0)) <= 30.0

@@ -139,6 +139,7 @@ class OpenAIPolicy:
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
         check_sampling("openai", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+        n, max_new_tokens, temperature, top_p = int(n), int(max_new_tokens), float(temperature), float(top_p)  # JSON
         draws = 1 if temperature < GREEDY_BELOW else n  # servers refuse n > 1 for greedy; greedy repeats
 
         def one(i: int) -> list[Completion]:

@@ -9,10 +9,16 @@ policy is built or any request is sent.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 from typing import Any
 
 from evo.errors import UserError
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -32,12 +38,14 @@ class Range:
 
     def problem(self, value: Any) -> str | None:
         """None when `value` fits, else what is wrong with it (one line)."""
-        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if self.integer and not isinstance(value, int) or not numeric:
-            return f"expected {self.describe()}, got {value!r}"
+        wanted = numbers.Integral if self.integer else numbers.Real  # numpy scalars too
+        if not isinstance(value, wanted) or isinstance(value, bool):
+            return f"expected {self.describe()}, got {_short(value)}"
+        if isinstance(value, numbers.Integral) and int(value).bit_length() > 64:  # too large for a float
+            return f"expected {self.describe()}, got an integer of {int(value).bit_length()} bits"
         too_low = value <= self.low if self.open_low else value < self.low
-        if isinstance(value, float) and not math.isfinite(value) or too_low or value > self.high:
-            return f"expected {self.describe()}, got {value!r}"
+        if not math.isfinite(value) or too_low or value > self.high:
+            return f"expected {self.describe()}, got {_short(value)}"
         return None
 
     def parse(self, text: str) -> int | float:
@@ -45,7 +53,7 @@ class Range:
         try:
             value = int(text) if self.integer else float(text)
         except ValueError:
-            raise ValueError(f"expected {self.describe()}, got {text!r}") from None
+            raise ValueError(f"expected {self.describe()}, got {_short(text)}") from None
         problem = self.problem(value)
         if problem:
             raise ValueError(problem)
