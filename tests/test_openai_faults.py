@@ -79,6 +79,10 @@ class FakeServer:
                 if isinstance(action, bytes):
                     self._raw(200, action)
                     return
+                if isinstance(action, tuple):  # ("wire", bytes): written as is, then the connection closes
+                    self.wfile.write(action[1])
+                    self.close_connection = True
+                    return
                 if action == "hang":
                     time.sleep(server.hang)
                     return
@@ -301,7 +305,7 @@ BAD_REPLIES = {
                               "choices[0].logprobs.token_logprobs[0] is 'a' (str), expected a number"),
     "token_logprobs: [NaN]": (b'{"choices": [{"index": 0, "text": "t", "logprobs": {"token_logprobs": [NaN]}}]}',
                               "choices[0].logprobs.token_logprobs[0] is NaN"),
-    "error object": (b'{"error": {"message": "model overloaded"}}', "the server replied with an error: model overloaded"),
+    "error object": (b'{"error": {"message": "model\\r\\n  overloaded"}}', "the server replied with an error: model overloaded"),
     "a JSON list": (b'[1, 2]', "malformed reply (not a JSON object)"),
     "deep nesting": (b"[" * 100_000, "malformed JSON reply"),
     "not UTF-8": (b'{"choices": "\xff\xfe"}', "malformed JSON reply"),
@@ -319,6 +323,22 @@ def test_a_malformed_reply_is_retried_then_one_line(server, name: str) -> None:
     assert message.startswith(f"openai: POST {s.url}/v1/completions failed after 3 attempts: "), message
     assert reason in message, message
     assert policy(s.url, retries=0).generate(["p"], n=1)[0][0].text == "t0"  # the script is over: a good reply
+
+
+@pytest.mark.parametrize("wire, reason", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"choi", "the reply was cut short (6 bytes read, 94 missing)"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "connection error"),
+    (b"garbage\r\n\r\n", "BadStatusLine"),
+    (b"", "Remote end closed connection without response"),
+    (b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", "got more than 100 headers"),
+])
+def test_broken_http_is_retried_then_one_line(server, wire: bytes, reason: str) -> None:
+    s = server([("wire", wire)] * 2)
+    with pytest.raises(UserError) as err:
+        policy(s.url, retries=1).generate(["p"], n=1)
+    message = str(err.value)
+    assert s.posts == 2 and "\n" not in message and "failed after 2 attempts: connection error" in message
+    assert reason in message, message
 
 
 def test_a_malformed_reply_then_a_good_one_succeeds(server) -> None:
@@ -353,13 +373,22 @@ def test_well_formed_extras_are_read(server) -> None:
     ({"data": "tiny"}, "data is 'tiny' (str), expected a list of models"),
     ({"data": [{"id": 5}]}, "data[0].id is 5 (int), expected a string"),
     ({"data": ["tiny"]}, "data[0] is 'tiny' (str), expected an object"),
+    ([{"id": "tiny"}], "malformed reply (not a JSON object)"),
 ])
 def test_a_malformed_model_list_is_one_line(server, models: object, reason: str) -> None:
     s = server()
     s.models = models
     with pytest.raises(UserError) as err:
         load(f"openai:{s.url}#tiny")
-    assert str(err.value) == f"openai: {s.url}/v1/models is not an OpenAI model list: {reason}"
+    assert str(err.value).startswith(f"openai: {s.url}/v1/models is not an OpenAI model list: {reason}")
+
+
+def test_server_text_in_messages_stays_on_one_line(server) -> None:
+    s = server(["500"] * 2)
+    s.models = {"data": [{"id": "a\nb"}, {"id": "c\r\nd"}]}
+    with pytest.raises(UserError) as err:
+        load(f"openai:{s.url}#tiny")
+    assert str(err.value).endswith("served: a b, c d")
 
 
 @pytest.mark.parametrize("option, message", [

@@ -24,7 +24,7 @@ from evo.policies import replies
 from evo.policies.base import Completion
 from evo.policies.options import GREEDY_BELOW, Range, check_config, check_sampling, parse_option
 from evo.policies.seeding import prompt_seed
-from evo.policies.transport import RetryableError, exchange
+from evo.policies.transport import NotJSON, RetryableError, exchange, one_line
 
 # The numeric options of an `openai:` URI and their ranges (the one place they are written).
 RANGES: dict[str, Range] = {
@@ -124,16 +124,16 @@ class OpenAIPolicy:
         cfg = self.config
         try:
             served = replies.model_ids(self._request("GET", "/models", None, timeout=min(cfg.timeout, 10.0)))
+        except (NotJSON, replies.MalformedReply) as exc:
+            raise UserError(f"openai: {cfg.base_url}/models is not an OpenAI model list: {exc}") from None
         except RetryableError as exc:
             raise UserError(f"openai: cannot reach {cfg.base_url}: {exc}; is the server running?") from None
-        except replies.MalformedReply as exc:
-            raise UserError(f"openai: {cfg.base_url}/models is not an OpenAI model list: {exc}") from None
         if not cfg.model:
             if not served:
                 raise UserError(f"openai: {cfg.base_url} lists no models; name one as openai:URL#MODEL")
             self.config = OpenAIConfig(**{**cfg.__dict__, "model": served[0]})
         elif served and cfg.model not in served:
-            shown = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
+            shown = one_line(", ".join(served[:10]) + (", ..." if len(served) > 10 else ""))
             raise UserError(f"openai: model {cfg.model!r} is not served by {cfg.base_url}; served: {shown}")
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,

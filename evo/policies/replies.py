@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from evo.policies.base import Completion
+from evo.policies.transport import one_line
 
 
 class MalformedReply(ValueError):
@@ -39,7 +40,7 @@ def model_ids(reply: dict) -> list[str]:
 def completions(reply: dict, n: int, chat: bool) -> list[Completion]:
     """The `n` completions of a `/completions` (or, with `chat`, `/chat/completions`) reply, by index."""
     if "choices" not in reply and isinstance(reply.get("error"), dict):
-        raise MalformedReply(f"the server replied with an error: {str(reply['error'].get('message', ''))[:200]}")
+        raise MalformedReply(f"the server replied with an error: {one_line(str(reply['error'].get('message', '')))}")
     choices = _expect(reply.get("choices"), list, "choices", "a list")
     if len(choices) != n:
         raise MalformedReply(f"asked for n={n} completions, got {len(choices)}")

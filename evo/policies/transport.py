@@ -30,6 +30,10 @@ class RetryableError(Exception):
         self.retry_after = retry_after
 
 
+class NotJSON(RetryableError):
+    """A reply that is not one JSON object (or is too large to read)."""
+
+
 class Deadline:
     """Shuts the attached socket down `seconds` after `start()`; `expired` says whether it did."""
 
@@ -117,6 +121,7 @@ def exchange(method: str, url: str, body: dict | None, headers: dict[str, str], 
         try:
             with opener.open(request, timeout=timeout) as reply:
                 raw = reply.read(MAX_REPLY_BYTES + 1)
+                missing = reply.length  # bytes the Content-Length promised that never came (None: no length)
         except urllib.error.HTTPError as exc:
             if deadline.expired:
                 raise RetryableError(f"timed out after {timeout:g} s") from None
@@ -124,27 +129,41 @@ def exchange(method: str, url: str, body: dict | None, headers: dict[str, str], 
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             if deadline.expired:
                 raise RetryableError(f"timed out after {timeout:g} s") from None
-            raise RetryableError(f"connection error: {getattr(exc, 'reason', exc)}") from None
+            raise RetryableError(f"connection error: {_describe(getattr(exc, 'reason', exc))}") from None
     if deadline.expired:  # a reply without a length, cut short by the deadline
         raise RetryableError(f"timed out after {timeout:g} s")
+    if missing and len(raw) <= MAX_REPLY_BYTES:
+        raise RetryableError(f"connection error: the reply was cut short ({len(raw)} bytes read, {missing} missing)")
     if len(raw) > MAX_REPLY_BYTES:
-        raise RetryableError(f"reply larger than {MAX_REPLY_BYTES >> 20} MiB")
+        raise NotJSON(f"reply larger than {MAX_REPLY_BYTES >> 20} MiB")
     return _json_object(raw)
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Server-sent text fit for a one-line message: whitespace runs (line breaks too) become one space."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(reason: object) -> str:
+    """An OS error as its message; an http.client fault (BadStatusLine, IncompleteRead) with its name."""
+    text = one_line(str(reason)) or type(reason).__name__
+    return text if isinstance(reason, OSError) else f"{type(reason).__name__}: {text}"
 
 
 def _json_object(raw: bytes) -> dict:
     try:
         parsed = json.loads(raw)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise RetryableError(f"malformed JSON reply: {raw[:80]!r}") from None
+        raise NotJSON(f"malformed JSON reply: {raw[:80]!r}") from None
     if not isinstance(parsed, dict):
-        raise RetryableError(f"malformed reply (not a JSON object): {raw[:80]!r}")
+        raise NotJSON(f"malformed reply (not a JSON object): {raw[:80]!r}")
     return parsed
 
 
 def _http_error(exc: urllib.error.HTTPError) -> Exception:
     try:
-        detail = exc.read(200).decode("utf-8", "replace").replace("\n", " ").strip()
+        detail = one_line(exc.read(200).decode("utf-8", "replace"))
     except (OSError, http.client.HTTPException, ValueError):
         detail = ""
     reason = f"HTTP {exc.code}" + (f": {detail}" if detail else "")
