@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_openai_faults import server  # noqa: F401 -- the fixture
+from tests.openai_server import server  # noqa: F401 -- the fixture
 from tests.test_run_cli import SCRIPT, committed, evo, problem, programs, show  # noqa: F401 -- `problem` is a fixture
 
 BAD_FLAGS = [
