@@ -204,7 +204,8 @@ def test_ctrl_c_abandons_requests_in_flight(server, tmp_path, caller: str) -> No
         took = time.monotonic() - start
     finally:
         process.kill()
-    assert "KeyboardInterrupt" in stderr and took < 1.5, (took, stderr[-500:])
+    # 0.1-0.3 s on an idle machine; the bound leaves room for a loaded one (the old pool: > 30 s)
+    assert "KeyboardInterrupt" in stderr and took < 3.0, (took, stderr[-500:])
 
 
 def test_the_first_failure_is_raised_without_waiting_for_the_rest(server) -> None:

@@ -133,7 +133,9 @@ def test_ctrl_c_while_requests_hang_stops_at_once_and_loses_nothing(server, prob
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 130 and stderr.strip().splitlines()[-1] in ("aborted", "interrupted"), stderr
-    assert "Traceback" not in stderr and took < 2.0, (took, stderr)
+    # measured 0.3-0.5 s on a quiet machine, 1.3-1.9 s at load 20 on 2 cores (mostly the interpreter's own
+    # teardown of numpy/networkx); the old thread pool held exit for each hanging request's timeouts (> 60 s)
+    assert "Traceback" not in stderr and took < 5.0, (took, stderr)
     before, evaluated = programs(out), evaluations(out)
     assert len(evaluated) == 32  # everything evaluated is in the journal
     data = show(out)
