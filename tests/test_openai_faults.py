@@ -127,7 +127,7 @@ def test_a_dripped_reply_times_out_at_the_deadline(server, where: str) -> None:
     start = time.monotonic()
     with pytest.raises(UserError, match=r"failed after 1 attempts: timed out after 1.5 s$"):
         policy(s.url, retries=0, timeout=1.5).generate(["p"], n=1)
-    assert 1.4 < time.monotonic() - start < 2.5
+    assert 1.4 < time.monotonic() - start < 4.0  # the deadline, not the drip (about 50 s)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
@@ -143,7 +143,7 @@ def test_the_deadline_holds_over_tls(server, tmp_path, monkeypatch) -> None:
     start = time.monotonic()
     with pytest.raises(UserError, match=r"failed after 1 attempts: timed out after 1.5 s$"):
         policy(s.url, retries=0, timeout=1.5).generate(["p"], n=1)
-    assert 1.4 < time.monotonic() - start < 2.5
+    assert 1.4 < time.monotonic() - start < 4.0  # the deadline, not the drip (about 50 s)
 
 
 def test_a_slow_reply_within_the_deadline_is_read(server) -> None:
@@ -213,7 +213,7 @@ def test_the_first_failure_is_raised_without_waiting_for_the_rest(server) -> Non
     start = time.monotonic()
     with pytest.raises(UserError, match="HTTP 400"):
         policy(s.url, concurrency=4, timeout=30.0, retries=0).generate([f"p{i}" for i in range(4)], n=1)
-    assert time.monotonic() - start < 1.5  # the hanging requests are abandoned, not awaited
+    assert time.monotonic() - start < 5.0  # the hanging requests (30 s each) are abandoned, not awaited
 
 
 def test_backoff_never_overflows() -> None:
