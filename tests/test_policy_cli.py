@@ -36,6 +36,15 @@ def one_line_usage_error(result: subprocess.CompletedProcess, message: str) -> N
     assert result.stderr.startswith("error: ") and message in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["run", "--bogus"], "No such option '--bogus'"),
+    (["run", "x.toml", "--batch", "0"], "Invalid value for '--batch'"),
+    (["nosuch"], "No such command 'nosuch'"),
+])
+def test_click_usage_errors_are_one_line(args, message):
+    one_line_usage_error(evo(*args), message)
+
+
 @pytest.mark.parametrize("flags, message", BAD_FLAGS)
 def test_run_refuses_bad_sampling_flags_before_anything_is_sent(server, problem, tmp_path, flags, message):
     s = server()
