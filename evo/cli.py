@@ -53,13 +53,20 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as error:
-        error.show()
+        click.echo(f"error: {_one_line(error)}", err=True)
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _one_line(error: click.ClickException) -> str:
+    """A click error (bad option value, unknown option, missing argument) as one line."""
+    ctx = getattr(error, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if isinstance(error, click.UsageError) and ctx else ""
+    return " ".join(error.format_message().split()) + hint
 
 
 if __name__ == "__main__":

@@ -110,5 +110,25 @@ def test_load_and_options() -> None:
     assert parse_options("max_edits=1,scale=0.1") == MutateConfig(max_edits=1, scale=0.1)
     with pytest.raises(UserError, match="unknown option 'x'"):
         load("mutate:x=1")
-    with pytest.raises(UserError, match="needs a number"):
+    with pytest.raises(UserError, match=r"option max_edits: expected an integer in \[1, 100\], got 'many'"):
         parse_options("max_edits=many")
+
+
+@pytest.mark.parametrize("option, message", [
+    ("max_edits=0", r"mutate: option max_edits: expected an integer in \[1, 100\], got 0"),
+    ("max_edits=-5", r"mutate: option max_edits: expected an integer in \[1, 100\], got -5"),
+    ("max_edits=1.5", r"mutate: option max_edits: expected an integer in \[1, 100\], got '1.5'"),
+    ("scale=nan", r"mutate: option scale: expected a finite number in \[0, 10\], got nan"),
+    ("scale=-1", r"mutate: option scale: expected a finite number in \[0, 10\], got -1.0"),
+    ("max_edits", "mutate: unknown option 'max_edits'"),
+])
+def test_options_are_range_checked(option: str, message: str) -> None:
+    with pytest.raises(UserError, match=f"^{message}"):
+        load(f"mutate:{option}")
+    with pytest.raises(UserError, match="mutate: option scale"):
+        MutateConfig(scale=float("inf"))
+
+
+def test_sampling_arguments_are_range_checked() -> None:
+    with pytest.raises(UserError, match="^mutate: temperature: expected a finite number >= 0, got nan$"):
+        load("mutate:").generate(["```python\nx = 1\n```"], temperature=float("nan"))

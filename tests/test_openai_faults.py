@@ -1,111 +1,23 @@
-"""The `openai:` policy against a real local HTTP server that misbehaves on purpose."""
+"""The `openai:` policy against a real local HTTP server that misbehaves on purpose: faults,
+retries, whole-request deadlines (dripped replies, TLS too), broken HTTP, Ctrl-C."""
 
 from __future__ import annotations
 
-import json
+import os
 import random
-import threading
+import shutil
+import signal
+import subprocess
+import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from evo.errors import UserError
 from evo.policies import load
-from evo.policies.openai import OpenAIConfig, OpenAIPolicy, backoff_delay, normalize_base_url, parse_uri
-
-
-class FakeServer:
-    """An OpenAI-style server that plays a script of replies: "ok", "500", "429", "hang",
-    "bad-json", "400"; after the script it answers "ok". Records bodies and concurrency."""
-
-    def __init__(self, script: list[str] = (), delay: float = 0.0) -> None:
-        self.script, self.delay = list(script), delay
-        self.bodies: list[dict] = []
-        self.posts = 0
-        self.in_flight = self.max_in_flight = 0
-        self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def _handler(self):
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": "tiny"}, {"id": "other"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.posts += 1
-                    server.bodies.append(body)
-                    action = server.script.pop(0) if server.script else "ok"
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    self._act(action, body)
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-            def _act(self, action: str, body: dict) -> None:
-                if action == "hang":
-                    time.sleep(2.0)
-                    return
-                if action in ("500", "429", "400"):
-                    headers = {"Retry-After": "0"} if action == "429" else {}
-                    self._send(int(action), {"error": {"message": f"fault {action}"}}, headers)
-                    return
-                if action == "bad-json":
-                    self._raw(200, b'{"choices": [ oops')
-                    return
-                time.sleep(server.delay)
-                chat = "messages" in body
-                choices = [{"index": i, "finish_reason": "length" if i else "stop",
-                            **({"message": {"role": "assistant", "content": f"c{i}"}} if chat else {"text": f"t{i}"})}
-                           for i in reversed(range(body["n"]))]
-                self._send(200, {"choices": choices})
-
-            def _send(self, code: int, payload: dict, headers: dict = {}) -> None:
-                self._raw(code, json.dumps(payload).encode(), headers)
-
-            def _raw(self, code: int, data: bytes, headers: dict = {}) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
-
-
-@pytest.fixture
-def server():
-    made: list[FakeServer] = []
-
-    def make(script=(), delay=0.0) -> FakeServer:
-        made.append(FakeServer(script, delay))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
-
-
-def policy(url: str, **options) -> OpenAIPolicy:
-    return OpenAIPolicy(OpenAIConfig(base_url=url, model="tiny", backoff=0.01, max_backoff=0.05, **options))
+from evo.policies.openai import backoff_delay, normalize_base_url, parse_uri
+from tests.openai_server import policy, server  # noqa: F401 -- `server` is a fixture
 
 
 def test_completions_request_and_reply(server) -> None:
@@ -205,3 +117,104 @@ def test_backoff_is_exponential_with_jitter_and_capped() -> None:
         d = min(4.0, 0.5 * 2**attempt)
         draws = [backoff_delay(attempt, 0.5, 4.0, rng) for _ in range(200)]
         assert d / 2 <= min(draws) and max(draws) <= d and max(draws) - min(draws) > d / 4
+
+
+
+@pytest.mark.parametrize("where", ["drip-body", "drip-head"])
+def test_a_dripped_reply_times_out_at_the_deadline(server, where: str) -> None:
+    """One byte a second never trips a per-read socket timeout; the request's deadline ends it."""
+    s = server([where], drip=1.0)
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"failed after 1 attempts: timed out after 1.5 s$"):
+        policy(s.url, retries=0, timeout=1.5).generate(["p"], n=1)
+    assert 1.4 < time.monotonic() - start < 4.0  # the deadline, not the drip (about 50 s)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_the_deadline_holds_over_tls(server, tmp_path, monkeypatch) -> None:
+    pem = tmp_path / "server.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(pem), "-out", str(tmp_path / "cert.pem")],
+                   check=True, capture_output=True)
+    pem.write_text(pem.read_text() + (tmp_path / "cert.pem").read_text())
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "cert.pem"))  # trust it, as a private CA would be
+    s = server(["ok", "drip-body"], drip=1.0, cert=pem)
+    assert s.url.startswith("https://") and policy(s.url, retries=0).generate(["p"], n=1)[0][0].text == "t0"
+    start = time.monotonic()
+    with pytest.raises(UserError, match=r"failed after 1 attempts: timed out after 1.5 s$"):
+        policy(s.url, retries=0, timeout=1.5).generate(["p"], n=1)
+    assert 1.4 < time.monotonic() - start < 4.0  # the deadline, not the drip (about 50 s)
+
+
+def test_a_slow_reply_within_the_deadline_is_read(server) -> None:
+    s = server(["drip-body"], drip=0.002)  # about 50 bytes in 0.1 s: well inside the deadline
+    assert policy(s.url, retries=0, timeout=5.0).generate(["p"], n=1)[0][0].text == "t0"
+
+
+@pytest.mark.parametrize("wire, reason", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"choi", "the reply was cut short (6 bytes read, 94 missing)"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "connection error"),
+    (b"garbage\r\n\r\n", "BadStatusLine"),
+    (b"", "Remote end closed connection without response"),
+    (b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 200 + b"\r\n", "got more than 100 headers"),
+])
+def test_broken_http_is_retried_then_one_line(server, wire: bytes, reason: str) -> None:
+    s = server([("wire", wire)] * 2)
+    with pytest.raises(UserError) as err:
+        policy(s.url, retries=1).generate(["p"], n=1)
+    message = str(err.value)
+    assert s.posts == 2 and "\n" not in message and "failed after 2 attempts: connection error" in message
+    assert reason in message, message
+
+
+INTERRUPTED = """
+import sys, threading, time
+from evo.policies.openai import OpenAIConfig, OpenAIPolicy
+
+policy = OpenAIPolicy(OpenAIConfig(base_url=sys.argv[1], model="tiny", concurrency=4, timeout=30.0, retries=3))
+prompts = [f"p{i}" for i in range(8)]
+if sys.argv[2] == "thread":  # as evo run's loop calls it
+    threading.Thread(target=policy.generate, args=(prompts,), daemon=True).start()
+    time.sleep(60)
+else:  # as evo compare calls it
+    policy.generate(prompts)
+"""
+
+
+@pytest.mark.parametrize("caller", ["thread", "main"])
+def test_ctrl_c_abandons_requests_in_flight(server, tmp_path, caller: str) -> None:
+    """Ctrl-C while four requests hang: the process ends at once; nothing waits for the requests'
+    timeouts and retries at exit (the old thread pool's workers held exit for ~36 s)."""
+    s = server(["hang"] * 8)
+    s.hang = 60.0
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    process = subprocess.Popen([sys.executable, str(script), s.url, caller], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while s.in_flight < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.in_flight == 4  # `concurrency` requests in flight
+        time.sleep(0.2)
+        start = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        stderr = process.communicate(timeout=30)[1]
+        took = time.monotonic() - start
+    finally:
+        process.kill()
+    # 0.1-0.3 s on an idle machine; the bound leaves room for a loaded one (the old pool: > 30 s)
+    assert "KeyboardInterrupt" in stderr and took < 3.0, (took, stderr[-500:])
+
+
+def test_the_first_failure_is_raised_without_waiting_for_the_rest(server) -> None:
+    s = server(["400", "hang", "hang", "hang"])
+    start = time.monotonic()
+    with pytest.raises(UserError, match="HTTP 400"):
+        policy(s.url, concurrency=4, timeout=30.0, retries=0).generate([f"p{i}" for i in range(4)], n=1)
+    assert time.monotonic() - start < 5.0  # the hanging requests (30 s each) are abandoned, not awaited
+
+
+def test_backoff_never_overflows() -> None:
+    assert backoff_delay(5000, 0.5, 30.0, random.Random(0)) <= 30.0

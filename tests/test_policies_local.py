@@ -178,6 +178,29 @@ def test_token_id_prompts_and_context_limit() -> None:
         sampler.sample(["x" * 40], n=1, max_new_tokens=4)
 
 
+@pytest.mark.parametrize("setting, message", [
+    ({"temperature": float("nan")}, "local: temperature: expected a finite number >= 0, got nan"),
+    ({"temperature": -1.0}, "local: temperature: expected a finite number >= 0, got -1.0"),
+    ({"top_p": 0.0}, r"local: top_p: expected a finite number in \(0, 1\], got 0.0"),
+    ({"top_p": float("inf")}, r"local: top_p: expected a finite number in \(0, 1\], got inf"),
+    ({"max_new_tokens": 0}, "local: max_new_tokens: expected an integer >= 1, got 0"),
+    ({"n": 0}, "local: n: expected an integer >= 1, got 0"),
+])
+def test_sampling_arguments_are_range_checked(setting: dict, message: str) -> None:
+    sampler = Sampler(tiny.new_model("nano", "llama", TOK, context=32), TOK)
+    with pytest.raises(UserError, match=f"^{message}$"):
+        sampler.sample(["x"], **{"n": 1, "max_new_tokens": 4, **setting})
+
+
+def test_a_temperature_too_small_to_divide_by_is_greedy() -> None:
+    logits = torch.tensor([[1.0, 3.0, 2.0], [0.5, -1.0, 0.0]])
+    greedy = sample_next(logits, 0.0, 1.0, None)
+    for temperature in (1e-300, 1e-6):
+        tokens, logprobs = sample_next(logits, temperature, 1.0, None)
+        assert tokens.tolist() == greedy[0].tolist() == [1, 0]
+        assert torch.isfinite(logprobs).all() and torch.equal(logprobs, greedy[1])
+
+
 def test_local_policy_loads_a_directory(tmp_path) -> None:
     tiny.save(tiny.new_model("nano", "gpt2", TOK, context=128).half(), TOK, tmp_path)  # shipped as float16
     policy = load(f"local:{tmp_path}", device="cpu")

@@ -139,8 +139,16 @@ if __name__ == "__main__":
                    for g in policy.generate(prompts, n=2, max_new_tokens=10, temperature=1.0, seed=3)]
     before = run()
     greedy = [[c.text for c in g] for g in policy.generate(prompts, n=2, max_new_tokens=6, temperature=0.0)]
+    tiny_t = [[c.text for c in g] for g in policy.generate(prompts, n=2, max_new_tokens=6, temperature=1e-6)]
+    from evo.errors import UserError
+    try:
+        policy.generate(prompts, top_p=0.0)
+        refused = None
+    except UserError as error:
+        refused = str(error)
     loaded = policy.load_weights(AutoModelForCausalLM.from_pretrained(second))
-    print("RESULT " + json.dumps({"before": before, "after": run(), "greedy": greedy, "loaded": loaded}))
+    print("RESULT " + json.dumps({"before": before, "after": run(), "greedy": greedy, "loaded": loaded,
+                                  "tiny_t": tiny_t, "refused": refused}))
 """
 
 
@@ -155,6 +163,8 @@ def test_vllm_in_process_policy_and_weight_reload(checkpoints, tmp_path) -> None
     model_a, model_b = (tiny.load(p)[0] for p in checkpoints)
     assert result["loaded"] == len(model_b.state_dict())
     assert all(g[0] == g[1] for g in result["greedy"])
+    assert result["tiny_t"] == result["greedy"]  # a temperature under 1e-5 is greedy, asked once and repeated
+    assert result["refused"] == "vllm: top_p: expected a finite number in (0, 1], got 0.0"
     for key, model, other in (("before", model_a, model_b), ("after", model_b, model_a)):
         for prompt, group in zip(PROMPTS, result[key]):
             for ids, logprobs in group:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from evo.commands import params
 from evo.compare.pools import Sampling
 from evo.compare.search import Search
 from evo.errors import UserError
@@ -83,7 +84,7 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--k", "k_text", default="1,5,10,30", show_default=True, help="k values for pass@k and best@k")
 @click.option("--instances", default=100, show_default=True, type=click.IntRange(2), help="held-out instances to sample")
 @click.option("--pool", default=Sampling.pool, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
-@click.option("--temperature", default=Sampling.temperature, show_default=True, type=click.FloatRange(0))
+@click.option("--temperature", default=Sampling.temperature, show_default=True, type=params.TEMPERATURE)
 @click.option("--tokens-per-answer", default=Sampling.tokens_per_answer, show_default=True, type=click.IntRange(1))
 @click.option("--search-instances", default=Search.instances, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
 @click.option("--search-seeds", default=Search.seeds, show_default=True, type=click.IntRange(1))

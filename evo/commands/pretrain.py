@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from evo.commands import params
 from evo.errors import UserError
 
 
@@ -111,7 +112,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
 @click.option("--samples", default=30, show_default=True, type=click.IntRange(1), help="Samples per held-out instance.")
 @click.option("--max-new-tokens", default=80, show_default=True, type=click.IntRange(1),
               help="Tokens per answer when sampling for the held-out evaluation.")
-@click.option("--temperature", default=1.0, show_default=True, type=float, help="Evaluation sampling temperature.")
+@click.option("--temperature", default=1.0, show_default=True, type=params.TEMPERATURE, help="Evaluation sampling temperature.")
 @click.option("--init", "init_dir", type=click.Path(file_okay=False, exists=True),
               help="Continue training this checkpoint instead of a fresh model.")
 @click.option("--evaluate", "evaluate_dir", type=click.Path(file_okay=False, exists=True),

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from evo import spec as specs
+from evo.commands import params
 from evo.errors import UserError
 
 _SECTIONS = {"sandbox": specs.Sandbox, "search": specs.Search, "prompt": specs.Prompt}
@@ -85,10 +86,10 @@ def _set_threads(threads: int | None, policy_uri: str | None) -> None:
 @click.option("--batch", type=click.IntRange(min=1), default=None, help="prompts per policy call (default 4)")
 @click.option("--depth", type=click.IntRange(min=1), default=None,
               help="policy calls allowed ahead of the database (default 2)")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
+@click.option("--max-new-tokens", type=params.MAX_NEW_TOKENS, default=None,
               help="completion budget (default 4096; continue prompts: twice the parent's block + 64)")
-@click.option("--temperature", type=click.FloatRange(min=0), default=None, help="default 1.0")
-@click.option("--top-p", type=click.FloatRange(min=0, max=1), default=None, help="default 1.0")
+@click.option("--temperature", type=params.TEMPERATURE, default=None, help="default 1.0 (0: greedy)")
+@click.option("--top-p", type=params.TOP_P, default=None, help="nucleus sampling, in (0, 1]; default 1.0")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override any spec key, e.g. --set features.length.bins=20 (repeatable)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from evo.commands import params
 from evo.errors import UserError
 
 ALGOS = ("dr_grpo", "gdpo", "grpo", "maxk", "maxrl", "multi_rlvr", "random_weight_grpo", "rloo", "vpo")
@@ -57,8 +58,8 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
 @click.option("--prompts", default=16, show_default=True, type=click.IntRange(1), help="Prompts per step.")
 @click.option("--group", default=8, show_default=True, type=click.IntRange(1), help="Rollouts per prompt (G).")
 @click.option("--answers", default=3, show_default=True, type=click.IntRange(1), help="Answers per rollout (vpo, multi_rlvr).")
-@click.option("--max-new-tokens", default=64, show_default=True, type=click.IntRange(1))
-@click.option("--temperature", default=1.0, show_default=True, type=float)
+@click.option("--max-new-tokens", default=64, show_default=True, type=params.MAX_NEW_TOKENS)
+@click.option("--temperature", default=1.0, show_default=True, type=params.TEMPERATURE)
 @click.option("--lr", default=2e-4, show_default=True, type=float)
 @click.option("--kl-coef", default=0.0, show_default=True, type=float, help="k3 KL to the --init model.")
 @click.option("--eps-low", default=0.2, show_default=True, type=float)

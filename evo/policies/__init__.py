@@ -1,9 +1,10 @@
 """Policies: `load(uri)` returns a Policy (see evo/policies/base.py).
 
     local:PATH          a Hugging Face causal-LM directory, or the name of a shipped checkpoint
-    openai:URL#MODEL    an OpenAI-compatible server (options: ;chat ;logprobs ;token_ids ;concurrency=N ;timeout=S ;retries=N)
+    openai:URL#MODEL    an OpenAI-compatible server (options: ;chat ;logprobs ;token_ids ;concurrency=N ;timeout=S ;retries=N
+                        ;backoff=S ;max_backoff=S; ranges in evo/policies/openai.py RANGES)
     vllm:PATH           vLLM's in-process engine (needs the `vllm` extra)
-    mutate:             random AST edits of the parent program (options: mutate:max_edits=N)
+    mutate:             random AST edits of the parent program (options: mutate:max_edits=N,scale=X)
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from evo.errors import UserError
 from evo.policies.base import Completion
 from evo.policies.fastlm import FastLM
 from evo.policies.fastlm import supports as fastlm_supports
+from evo.policies.options import check_sampling
 from evo.policies.sampling import first_stop, sample_next, tokens_through_stop
 
 Prompts = Sequence[str] | Sequence[Sequence[int]]
@@ -84,8 +85,7 @@ class Sampler:
         """Sample n completions for each prompt (strings, or token-id lists used as given).
 
         `ignore_eos` keeps sampling past the end-of-sequence token (benchmarks)."""
-        if n < 1 or max_new_tokens < 1:
-            raise UserError(f"need n >= 1 and max_new_tokens >= 1 (got n={n}, max_new_tokens={max_new_tokens})")
+        check_sampling("local", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         ids = self._encode(prompts)
         prompt_ids, prompt_mask = self._left_pad(ids)
         max_new = self._room(prompt_ids.shape[1], max_new_tokens)

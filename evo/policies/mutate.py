@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from evo.errors import UserError
 from evo.policies.base import Completion
+from evo.policies.options import Range, check_config, check_sampling, parse_option
 from evo.program import MarkerError, split
 from evo.prompts import fenced_code
 
@@ -28,10 +29,17 @@ SWAPS: dict[type, tuple[type, ...]] = {
 }
 
 
+# The options of a `mutate:` URI and their ranges (the one place they are written).
+RANGES: dict[str, Range] = {"max_edits": Range(1, 100, integer=True), "scale": Range(0.0, 10.0)}
+
+
 @dataclass(frozen=True)
 class MutateConfig:
     max_edits: int = 3  # each completion applies 1..max_edits random edits
     scale: float = 0.5  # numeric constants move by a factor in [1 - scale, 1 + scale] (or +-1 for ints)
+
+    def __post_init__(self) -> None:
+        check_config("mutate", self, RANGES)
 
 
 def parent_program(prompt: str) -> str | None:
@@ -100,6 +108,7 @@ class MutatePolicy:
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
+        check_sampling("mutate", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         rng = random.Random(seed)
         out = []
         for prompt in prompts:
@@ -197,11 +206,8 @@ def parse_options(text: str) -> MutateConfig:
     """`max_edits=3,scale=0.5` (both optional) -> MutateConfig; one-line error otherwise."""
     fields: dict = {}
     for item in filter(None, text.split(",")):
-        key, _, value = item.partition("=")
-        if key not in ("max_edits", "scale"):
+        key, has_value, value = item.partition("=")
+        if key not in RANGES or not has_value:
             raise UserError(f"mutate: unknown option {key!r}; known: max_edits=N, scale=X")
-        try:
-            fields[key] = int(value) if key == "max_edits" else float(value)
-        except ValueError:
-            raise UserError(f"mutate: option {key} needs a number (got {value!r})") from None
+        fields[key] = parse_option("mutate", key, value, RANGES)
     return MutateConfig(**fields)

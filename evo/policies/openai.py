@@ -1,28 +1,40 @@
 """`openai:` policy: any OpenAI-compatible server (`vllm serve`, Ollama, a hosted API).
 
 Standard library only. One request per prompt (with `n` samples), at most `concurrency` in
-flight; 429, 5xx, timeouts, connection errors and malformed replies are retried with
-exponential backoff and jitter, then reported as one line (evo.errors.UserError).
+flight on daemon threads (an interrupted caller abandons them; nothing waits for them at
+exit). Each attempt ends by its `timeout` (the whole request, evo/policies/transport.py);
+429, 5xx, timeouts, connection errors and malformed replies are retried with exponential
+backoff and jitter, then reported as one line (evo.errors.WorkFailed: exit code 1; a refused
+request or a bad setting is a UserError: exit code 2).
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
+import queue
 import random
-import socket
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import urllib.parse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from evo.errors import UserError
+from evo.errors import UserError, WorkFailed
+from evo.policies import replies
 from evo.policies.base import Completion
+from evo.policies.options import GREEDY_BELOW, Range, check_config, check_sampling, parse_option
 from evo.policies.seeding import prompt_seed
+from evo.policies.transport import NotJSON, RetryableError, exchange, one_line
+
+# The numeric options of an `openai:` URI and their ranges (the one place they are written).
+RANGES: dict[str, Range] = {
+    "concurrency": Range(1, 1024, integer=True),
+    "timeout": Range(0.0, 86400.0, open_low=True),
+    "retries": Range(0, 100, integer=True),
+    "backoff": Range(0.0, 3600.0),
+    "max_backoff": Range(0.0, 3600.0),
+}
+FLAGS = ("chat", "logprobs", "token_ids")
 
 
 @dataclass(frozen=True)
@@ -31,7 +43,7 @@ class OpenAIConfig:
     model: str = ""  # empty: the first model the server lists
     chat: bool = False  # use /chat/completions with one user message per prompt
     concurrency: int = 8
-    timeout: float = 120.0  # seconds per request
+    timeout: float = 120.0  # seconds per request, all of it: connect, send, wait and read
     retries: int = 4  # extra attempts after the first
     backoff: float = 0.5  # first delay in seconds; doubles per attempt, with jitter
     max_backoff: float = 30.0
@@ -39,13 +51,10 @@ class OpenAIConfig:
     token_ids: bool = False  # ask for the sampled token ids (vLLM's `return_token_ids`)
     api_key: str = ""
 
-
-class RetryableError(Exception):
-    """A failure worth another attempt (429, 5xx, timeout, connection, malformed reply)."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry_after = retry_after
+    def __post_init__(self) -> None:
+        check_config("openai", self, RANGES)
+        if any(ord(c) < 32 or ord(c) == 127 for c in self.api_key):
+            raise UserError("openai: the API key (OPENAI_API_KEY) holds a control character such as a line break")
 
 
 def normalize_base_url(url: str) -> str:
@@ -53,14 +62,51 @@ def normalize_base_url(url: str) -> str:
     url = url.rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise UserError(f"openai: policy URL must start with http:// or https:// (got {url!r})")
-    path = url.partition("://")[2].partition("/")[2]
-    return url if path else url + "/v1"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number in 0..65535
+    except ValueError as error:
+        raise UserError(f"openai: bad policy URL {url!r}: {error}") from None
+    if not parts.hostname or any(c.isspace() or ord(c) < 32 for c in url):
+        raise UserError(f"openai: bad policy URL {url!r}: expected http://HOST[:PORT][/PATH]")
+    return url if parts.path else url + "/v1"
 
 
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
     """Exponential backoff with 'equal jitter': in [d/2, d] with d = min(cap, base * 2**attempt)."""
-    delay = min(cap, base * (2**attempt))
+    delay = min(cap, base * (2.0 ** min(attempt, 64)))
     return delay * (0.5 + 0.5 * rng.random())
+
+
+def map_abandonable(fn: Callable[[int], object], count: int, workers: int) -> list:
+    """[fn(0), ..., fn(count - 1)] on `workers` daemon threads. The first error is raised at once;
+    an interrupted caller (Ctrl-C) returns without joining: calls in flight are abandoned."""
+    done: queue.Queue = queue.Queue()
+    todo = iter(range(count))
+    lock = threading.Lock()
+    failed = threading.Event()
+
+    def work() -> None:
+        while not failed.is_set():
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                done.put((i, fn(i), None))
+            except BaseException as error:  # noqa: BLE001 -- re-raised in the caller
+                failed.set()
+                done.put((i, None, error))
+
+    for _ in range(min(workers, count)):
+        threading.Thread(target=work, daemon=True).start()
+    results: list = [None] * count
+    for _ in range(count):
+        i, value, error = done.get()
+        if error is not None:
+            raise error
+        results[i] = value
+    return results
 
 
 class OpenAIPolicy:
@@ -77,31 +123,33 @@ class OpenAIPolicy:
         """Reach the server once (no retries) and pick or validate the model; one-line error if not."""
         cfg = self.config
         try:
-            reply = self._request("GET", "/models", None, timeout=min(cfg.timeout, 10.0))
+            served = replies.model_ids(self._request("GET", "/models", None, timeout=min(cfg.timeout, 10.0)))
+        except (NotJSON, replies.MalformedReply) as exc:
+            raise UserError(f"openai: {cfg.base_url}/models is not an OpenAI model list: {exc}") from None
         except RetryableError as exc:
             raise UserError(f"openai: cannot reach {cfg.base_url}: {exc}; is the server running?") from None
-        served = [m.get("id", "") for m in reply.get("data", []) if isinstance(m, dict)]
         if not cfg.model:
             if not served:
                 raise UserError(f"openai: {cfg.base_url} lists no models; name one as openai:URL#MODEL")
             self.config = OpenAIConfig(**{**cfg.__dict__, "model": served[0]})
         elif served and cfg.model not in served:
-            shown = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
+            shown = one_line(", ".join(served[:10]) + (", ..." if len(served) > 10 else ""))
             raise UserError(f"openai: model {cfg.model!r} is not served by {cfg.base_url}; served: {shown}")
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
-        draws = 1 if temperature <= 0.0 else n  # servers refuse n > 1 for greedy; greedy repeats
+        check_sampling("openai", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+        n, max_new_tokens, temperature, top_p = int(n), int(max_new_tokens), float(temperature), float(top_p)  # JSON
+        draws = 1 if temperature < GREEDY_BELOW else n  # servers refuse n > 1 for greedy; greedy repeats
 
         def one(i: int) -> list[Completion]:
             body = self._body(prompts[i], draws, max_new_tokens, temperature, top_p,
                               None if seed is None else prompt_seed(seed, i), stop)
-            return self._completions(self._post_with_retries(body), draws) * (n // draws)
+            return self._complete_with_retries(body, draws) * (n // draws)
 
         if len(prompts) <= 1 or self.config.concurrency <= 1:
             return [one(i) for i in range(len(prompts))]
-        with ThreadPoolExecutor(max_workers=min(self.config.concurrency, len(prompts))) as pool:
-            return list(pool.map(one, range(len(prompts))))
+        return map_abandonable(one, len(prompts), self.config.concurrency)
 
     def _body(self, prompt: str, n: int, max_new_tokens: int, temperature: float, top_p: float,
               seed: int | None, stop: Sequence[str]) -> dict:
@@ -121,82 +169,30 @@ class OpenAIPolicy:
             body["return_token_ids"] = True
         return body
 
-    def _post_with_retries(self, body: dict) -> dict:
+    def _complete_with_retries(self, body: dict, n: int) -> list[Completion]:
+        """POST one request and read its `n` completions; a fault or a malformed reply is retried."""
         cfg = self.config
         path = "/chat/completions" if cfg.chat else "/completions"
         for attempt in range(cfg.retries + 1):
             try:
-                return self._request("POST", path, body, timeout=cfg.timeout)
-            except RetryableError as exc:
+                reply = self._request("POST", path, body, timeout=cfg.timeout)
+                return replies.completions(reply, n, cfg.chat)
+            except (RetryableError, replies.MalformedReply) as exc:
+                reason = f"malformed reply: {exc}" if isinstance(exc, replies.MalformedReply) else str(exc)
                 if attempt == cfg.retries:
-                    raise UserError(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {exc}") from None
+                    raise WorkFailed(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {reason}") from None
                 delay = backoff_delay(attempt, cfg.backoff, cfg.max_backoff, self._rng)
-                time.sleep(max(delay, min(exc.retry_after or 0.0, cfg.max_backoff)))
+                time.sleep(max(delay, min(getattr(exc, "retry_after", None) or 0.0, cfg.max_backoff)))
         raise AssertionError("unreachable")
 
     def _request(self, method: str, path: str, body: dict | None, timeout: float) -> dict:
-        """One HTTP exchange. Raises RetryableError for transient faults, UserError for the rest."""
+        """One HTTP exchange of at most `timeout` seconds. RetryableError for transient faults, UserError for the rest."""
         with self._lock:
             self.attempts += 1
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.config.base_url + path, data=data, method=method)
-        request.add_header("Content-Type", "application/json")
+        headers = {"Content-Type": "application/json"}
         if self.config.api_key:
-            request.add_header("Authorization", f"Bearer {self.config.api_key}")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as reply:
-                raw = reply.read()
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout, TimeoutError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RetryableError(f"timed out after {timeout:g} s" if _is_timeout(reason) else f"connection error: {reason}") from None
-        try:
-            parsed = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise RetryableError(f"malformed JSON reply: {raw[:80]!r}") from None
-        if not isinstance(parsed, dict):
-            raise RetryableError(f"malformed reply (not a JSON object): {raw[:80]!r}")
-        return parsed
-
-    def _completions(self, reply: dict, n: int) -> list[Completion]:
-        try:
-            choices = sorted(reply["choices"], key=lambda c: c.get("index", 0))
-            out = [self._completion(c) for c in choices]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise UserError(f"openai: reply from {self.config.base_url} lacks choices/text ({exc!r})") from None
-        if len(out) != n:
-            raise UserError(f"openai: asked {self.config.base_url} for n={n} completions, got {len(out)}")
-        return out
-
-    def _completion(self, choice: dict) -> Completion:
-        text = choice["message"]["content"] if self.config.chat else choice["text"]
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
-        logprobs = None
-        lp = choice.get("logprobs")
-        if isinstance(lp, dict) and lp.get("token_logprobs") is not None:
-            logprobs = tuple(float(x) for x in lp["token_logprobs"])
-        elif isinstance(lp, dict) and isinstance(lp.get("content"), list):
-            logprobs = tuple(float(t["logprob"]) for t in lp["content"])
-        ids = choice.get("token_ids") or ()
-        return Completion(text or "", tuple(int(t) for t in ids), logprobs, finish)
-
-
-def _is_timeout(reason: object) -> bool:
-    return isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason)
-
-
-def _http_error(exc: urllib.error.HTTPError) -> Exception:
-    detail = exc.read()[:200].decode("utf-8", "replace").replace("\n", " ").strip()
-    reason = f"HTTP {exc.code}" + (f": {detail}" if detail else "")
-    if exc.code == 429 or exc.code >= 500:
-        retry_after = exc.headers.get("Retry-After") if exc.headers else None
-        try:
-            seconds = float(retry_after) if retry_after else None
-        except ValueError:
-            seconds = None
-        return RetryableError(reason, seconds)
-    return UserError(f"openai: {exc.url} refused the request: {reason}")
+            headers["Authorization"] = f"Bearer {self.config.api_key}"
+        return exchange(method, self.config.base_url + path, body, headers, timeout)
 
 
 def parse_uri(rest: str) -> OpenAIConfig:
@@ -204,16 +200,13 @@ def parse_uri(rest: str) -> OpenAIConfig:
     url, _, fragment = rest.partition("#")
     model, *options = fragment.split(";") if fragment else ("",)
     fields: dict = {"base_url": url, "model": model}
-    types = {"concurrency": int, "timeout": float, "retries": int, "backoff": float, "max_backoff": float}
     for option in options:
         key, has_value, value = option.partition("=")
-        if key in ("chat", "logprobs", "token_ids") and not has_value:
+        if key in FLAGS and not has_value:
             fields[key] = True
-        elif key in types and has_value:
-            try:
-                fields[key] = types[key](value)
-            except ValueError:
-                raise UserError(f"openai: option {key} needs a number (got {value!r})") from None
+        elif key in RANGES and has_value:
+            fields[key] = parse_option("openai", key, value, RANGES)
         else:
-            raise UserError(f"openai: unknown option {option!r}; known: chat, logprobs, token_ids, " + ", ".join(f"{k}=N" for k in types))
+            known = ", ".join([*FLAGS, *(f"{k}=N" for k in RANGES)])
+            raise UserError(f"openai: unknown option {option!r}; known: {known}")
     return OpenAIConfig(**fields)

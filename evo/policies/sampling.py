@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from evo.policies.options import GREEDY_BELOW
+
 
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Set to -inf every logit outside the smallest set whose probability reaches `top_p`.
@@ -27,10 +29,11 @@ def sample_next(
     """Draw one token per row; return (token ids [B], log-probabilities [B]).
 
     The log-probability is under the distribution actually sampled from (temperature, then
-    top-p renormalised). Temperature 0 is greedy and reports the model's own log-probability.
+    top-p renormalised). Temperature 0 (or below GREEDY_BELOW, as in vLLM, where logits / T
+    would overflow) is greedy and reports the model's own log-probability.
     """
     logits = logits.float()
-    if temperature <= 0.0:
+    if temperature < GREEDY_BELOW:
         logp = logits.log_softmax(dim=-1)
         tokens = logp.argmax(dim=-1)
         return tokens, logp.gather(-1, tokens[:, None])[:, 0]

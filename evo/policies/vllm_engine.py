@@ -17,6 +17,7 @@ from typing import Any
 
 from evo.errors import UserError
 from evo.policies.base import Completion
+from evo.policies.options import GREEDY_BELOW, check_sampling
 from evo.policies.seeding import prompt_seed
 
 WORKER_EXTENSION = "evo.policies.vllm_engine.WeightLoader"
@@ -60,7 +61,8 @@ class VLLMPolicy:
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
-        draws = 1 if temperature <= 0.0 else n  # vLLM refuses n > 1 for greedy; greedy repeats
+        check_sampling("vllm", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
+        draws = 1 if temperature < GREEDY_BELOW else n  # vLLM refuses n > 1 for greedy; greedy repeats
         params = [self._sampling_params(n=draws, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                         seed=None if seed is None else prompt_seed(seed, i),
                                         stop=list(stop) or None, logprobs=0)
