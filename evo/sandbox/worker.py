@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evo.sandbox import isolation, protocol
+from evo.sandbox import cgroup, isolation, lockdown, protocol
 from evo.sandbox.loader import ScorerError
 
 STARTUP_SECONDS = 120.0  # importing a heavy scorer (torch) on a loaded machine is slow
 BACKSTOP_SECONDS = 10.0  # on top of the evaluation timeout, before we kill the zygote itself
+REPLY_LIMIT = 2 << 20  # a reply, less its captured output (results are bounded by evo.scores)
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
@@ -24,7 +25,8 @@ class Worker:
         self.config, self.scratch = config, scratch
         self.proc: subprocess.Popen[bytes] | None = None
         self.mode = ""
-        self.uid: int | None = None  # the evaluations' private uid, when the zygote drops privileges
+        self.uids: list[int] = []  # the evaluations' private uids, when the zygote drops privileges
+        self.cgroup: str | None = None  # the evaluations' memory cgroup, when there is one
 
     def start(self) -> None:
         self.launch()
@@ -34,7 +36,7 @@ class Worker:
         """Start the zygote process and send it its configuration (returns at once)."""
         self.scratch.mkdir(mode=0o711, exist_ok=True)
         os.chmod(self.scratch, 0o711)
-        env = dict(os.environ)
+        env = lockdown.minimal_env(dict(os.environ), tuple(self.config["env"]))  # no secrets reach the sandbox
         for name in _THREAD_VARS:
             env.setdefault(name, "1")
         package_root = str(Path(__file__).resolve().parents[2])
@@ -57,7 +59,7 @@ class Worker:
         if "error" in reply:
             self.kill()
             raise ScorerError(reply["error"])
-        self.mode, self.uid = reply["mode"], reply.get("uid")
+        self.mode, self.uids, self.cgroup = reply["mode"], reply["uids"], reply["cgroup"]
 
     def evaluate(self, code: str) -> dict[str, Any]:
         """The zygote's reply for one candidate, or a failure reply when the zygote died or hung."""
@@ -66,6 +68,9 @@ class Worker:
         try:
             self._send({"code": code})
             return self._recv(time.monotonic() + self.config["timeout"] + BACKSTOP_SECONDS)
+        except protocol.BadFrame as error:  # (the stream may be out of step now)
+            self.kill()
+            return {"failure": ["bad_output", f"the sandbox worker sent a malformed reply ({error})"]}
         except TimeoutError:
             self.kill()
             return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit (worker hung)"]}
@@ -79,7 +84,8 @@ class Worker:
 
     def _recv(self, deadline: float) -> Any:
         assert self.proc is not None and self.proc.stdout is not None
-        return protocol.recv(self.proc.stdout.fileno(), deadline)
+        limit = REPLY_LIMIT + 8 * self.config["output_bytes"]  # output is JSON-escaped: at most 6 bytes a byte
+        return protocol.recv(self.proc.stdout.fileno(), deadline, limit)
 
     def kill(self) -> None:
         """Kill the zygote and its process group; in the PID namespace that takes every
@@ -90,8 +96,11 @@ class Worker:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
-            if self.uid is not None and self.mode != "namespaces":
-                isolation.kill_user(self.uid)  # orphans that left the process group
+            if self.mode != "namespaces":
+                for uid in self.uids:
+                    isolation.kill_user(uid)  # orphans that left the process group
+            if self.cgroup is not None:
+                cgroup.remove(self.cgroup)
             for stream in (self.proc.stdin, self.proc.stdout):
                 if stream is not None:
                     stream.close()

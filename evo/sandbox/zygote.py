@@ -19,16 +19,29 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evo.sandbox import isolation, protocol
+from evo.sandbox import cgroup, isolation, protocol
 
-STDIN, STDOUT = 0, 1
-RESULT_LIMIT = 16 << 20  # a score vector and its extras; more than this cannot be a valid result
+RESULT_LIMIT = 1 << 20  # a score vector and its extras (bounded by evo.scores); more cannot be valid
+STDIN, STDOUT = 0, 1  # replaced by private copies in main(): fd 1 is for stray output
+
+
+def _private_channel() -> None:
+    """Move the protocol off fds 0 and 1, so that nothing the scorer prints while it is
+    imported (or later) can reach the search process's pipe: fd 1 becomes the log (fd 2)."""
+    global STDIN, STDOUT
+    STDIN, STDOUT = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
 
 
 def main() -> None:
+    _private_channel()
     config = protocol.recv(STDIN)
     config["host_pid"] = os.getpid()  # before the PID namespace renames us
     tidy = _Tidy(config["scratch"])  # before the mount namespace makes the host read-only
+    config["cgroup"] = cgroup.create(f"evo-{os.getpid()}", config["memory_mb"] << 20) if config["use_cgroup"] else None
     mode = _enter(config["namespaces"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
     # search process dies, our stdin closes and we exit at the next request.
@@ -40,18 +53,40 @@ def main() -> None:
     except ScorerError as error:
         protocol.send(STDOUT, {"error": str(error)})
         os._exit(0)
+    _preload()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()  # fewer copy-on-write faults in each forked evaluation
-    failed: list[str] = []
     if mode == "namespaces":
+        keep = (config["cgroup"],) if config["cgroup"] else ()
         try:
-            failed = isolation.make_readonly(config["scratch"], config["memory_mb"])
-        except OSError as error:  # still in fresh PID and network namespaces; files as in the fallback
-            failed = [f"(all: {error})"]
-        _become_namespace_init(config["scratch"], tidy)
+            writable = isolation.make_readonly(config["scratch"], config["memory_mb"], keep)
+        except OSError as error:
+            writable = [f"(all: {error})"]
+        if writable:  # a candidate could write there: refuse to serve
+            shown = ", ".join(writable)[:300]
+            protocol.send(STDOUT, {"error": f"the sandbox cannot make these mounts read-only: {shown} "
+                                            "(unmount them, or run with namespaces off)"})
+            os._exit(0)
+        _become_namespace_init(config["scratch"], tidy, keep)
     else:
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)
-    Server(config, scorer, mode, tidy).serve(failed)
+    Server(config, scorer, mode, tidy).serve()
+
+
+PRELOAD = ("bisect", "collections", "ctypes", "functools", "heapq", "itertools", "json", "math", "random", "re",
+           "socket", "encodings.idna", "statistics", "subprocess", "threading", "time", "multiprocessing")
+
+
+def _preload() -> None:
+    """Import common modules once: a candidate's process has no capability left to read a
+    Python installation in a private home (such as /root), but finds these in memory."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def _enter(wanted: str) -> str:
@@ -70,7 +105,7 @@ def _enter(wanted: str) -> str:
         return "rlimits"
 
 
-def _become_namespace_init(scratch: str, tidy: "_Tidy") -> None:
+def _become_namespace_init(scratch: str, tidy: "_Tidy", also: tuple[str, ...]) -> None:
     """Fork the server as PID 1 of the new PID namespace; this process only waits for it
     (and tidies up after it)."""
     pid = os.fork()
@@ -78,14 +113,14 @@ def _become_namespace_init(scratch: str, tidy: "_Tidy") -> None:
         isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
         isolation.mount_proc()
         return
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, STDIN)
-    os.dup2(devnull, STDOUT)
+    os.close(STDIN)
+    os.close(STDOUT)
     _, status = os.waitpid(pid, 0)
-    try:
-        isolation.unmount(scratch)
-    except OSError:
-        pass
+    for point in (scratch, *also):
+        try:
+            isolation.unmount(point)
+        except OSError:
+            pass
     tidy()
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
@@ -112,13 +147,16 @@ class _Tidy:
 class Server:
     def __init__(self, config: dict[str, Any], scorer: Any, mode: str, tidy: _Tidy):
         self.config, self.scorer, self.mode, self.tidy = config, scorer, mode, tidy
-        self.user: tuple[int, int] | None = None
+        self.split = config["isolation"] == "process"
+        self.user: tuple[int, int] | None = None  # the scorer's process's
+        self.candidate_user: tuple[int, int] | None = None  # the process that runs the candidate
         if config["drop_privileges"] and os.geteuid() == 0:
             self.user = isolation.private_user(config["host_pid"])
+            self.candidate_user = isolation.private_user(config["host_pid"], candidate=self.split)
 
-    def serve(self, failed_mounts: list[str]) -> None:
-        uid = self.user[0] if self.user else None
-        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "uid": uid, "readonly_failed": failed_mounts})
+    def serve(self) -> None:
+        uids = sorted({user[0] for user in (self.user, self.candidate_user) if user})
+        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "uids": uids, "cgroup": self.config["cgroup"]})
         spare = self._spawn()
         while True:
             try:
@@ -152,49 +190,54 @@ class Server:
             "objectives": c["objectives"],
             "required_extras": c["required_extras"],
             "filename": c["filename"],
+            "split": self.split,
             "address_space": address_space + (c["memory_mb"] << 20),
             "cpu_limit": c["cpu_limit"],
             "nproc": nproc,
             "file_bytes": c["memory_mb"] << 20,
+            "memory_mb": c["memory_mb"],
+            "cgroup": c["cgroup"],
             "user": self.user,
+            "candidate_user": self.candidate_user,
             "block_network": self.mode != "namespaces",  # no network namespace: seccomp instead
         }
 
     def _prepare(self, code: str) -> str:
         """A fresh working directory holding the candidate, owned by the evaluation's user."""
         workdir = os.path.join(self.config["scratch"], secrets.token_hex(8))
-        os.mkdir(workdir, 0o700)
+        os.mkdir(workdir, 0o755)  # (the scorer's process may read what the candidate writes)
         path = os.path.join(workdir, self.config["filename"])
         with open(path, "w", encoding="utf-8") as file:
             file.write(code)
-        if self.user is not None:
-            os.chown(workdir, *self.user)
-            os.chown(path, *self.user)
+        if self.candidate_user is not None:
+            os.chown(workdir, *self.candidate_user)
+            os.chown(path, *self.candidate_user)
         return workdir
 
     def _spawn(self) -> "Spare":
-        """Fork the next evaluation process ahead of time: it confines itself, then waits
-        for its working directory, so fork and setup cost no latency when a request comes."""
+        """Fork the next evaluation ahead of time (its candidate's process too, when split):
+        each confines itself, then waits, so fork and setup cost no latency when a request
+        comes. Only the scorer's process gets the result pipe."""
         child_config = self._child_config()
         go_r, go_w = os.pipe()
         result_r, result_w = os.pipe()
         out_r, out_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                from evo.sandbox import child
-
-                os.close(go_w)
-                child.run(self.scorer, go_r, (result_w, out_w), child_config)
-            finally:
-                os._exit(70)
-        for fd in (go_r, result_w, out_w):
+        channel, candidate_pid = None, None
+        if self.split:
+            to_r, to_w = os.pipe()
+            back_r, back_w = os.pipe()
+            candidate_pid = _fork(lambda: _run_candidate((to_r, back_w, out_w), child_config))
+            os.close(to_r), os.close(back_w)
+            channel = (to_w, back_r)
+        pid = _fork(lambda: _run_scorer(self.scorer, go_r, (result_w, out_w), child_config, channel))
+        for fd in (go_r, result_w, out_w, *(channel or ())):
             os.close(fd)
-        return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]))
+        return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]), candidate_pid)
 
     def _run(self, spare: "Spare", workdir: str) -> dict[str, Any]:
         start, finished = time.monotonic(), False
         in_namespace = self.mode == "namespaces"
+        ooms, candidate_status = cgroup.oom_kills(self.config["cgroup"]), None
         try:
             try:
                 os.write(spare.go, workdir.encode())
@@ -206,10 +249,22 @@ class Server:
                 isolation.signal_tree(spare.pid, in_namespace)
             _, status, usage = os.wait4(spare.pid, 0)
             seconds = time.monotonic() - start
+            spare.watch.drain()  # (the candidate's output came before its answer: it is in the pipe)
+            result = spare.watch.result()
+            if spare.candidate is not None and _failure_kind(result) == "killed":
+                candidate_status = _status_soon(spare.candidate)  # why did it die?
             isolation.kill_tree(spare.pid, in_namespace)
-            spare.watch.drain()
-        reply = self._classify(spare.watch.result(), status, usage, timed_out=not finished)
-        reply.update(seconds=seconds, output=spare.watch.text())
+        reply = self._classify(result, status, usage, timed_out=not finished)
+        return {**self._blame(reply, candidate_status, ooms), "seconds": seconds, "output": spare.watch.text()}
+
+    def _blame(self, reply: dict[str, Any], candidate_status: int | None, ooms: int) -> dict[str, Any]:
+        """A process that died without a result: name the limit that killed it, if one did."""
+        if _failure_kind(reply) != "killed":
+            return reply
+        if cgroup.oom_kills(self.config["cgroup"]) > ooms:
+            return {"failure": ["memory", f"the evaluation's processes together exceeded {self.config['memory_mb']} MB"]}
+        if candidate_status is not None and os.WIFSIGNALED(candidate_status) and os.WTERMSIG(candidate_status) == signal.SIGXCPU:
+            return {"failure": ["timeout", f"exceeded the {self.config['cpu_limit']:g} s CPU-time limit"]}
         return reply
 
     def _classify(self, result: Any, status: int, usage: Any, timed_out: bool) -> dict[str, Any]:
@@ -227,11 +282,51 @@ class Server:
         return {"failure": ["killed", f"the evaluation exited (code {code}) before returning a result"]}
 
 
+def _failure_kind(reply: Any) -> str | None:
+    failure = reply.get("failure") if isinstance(reply, dict) else None
+    return failure[0] if isinstance(failure, list) and failure else None
+
+
+def _status_soon(pid: int, seconds: float = 0.1) -> int | None:
+    """The wait status of a child that is dying now, or None if it is still alive."""
+    end = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done or time.monotonic() > end:
+            return status if done else None
+        time.sleep(0.002)
+
+
+def _fork(body: Any) -> int:
+    """Fork a process that runs `body` (which closes the fds it does not need) and never
+    returns here."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            body()
+        finally:
+            os._exit(70)
+    return pid
+
+
+def _run_scorer(scorer: Any, go: int, fds: tuple[int, int], config: dict, channel: tuple[int, int] | None) -> None:
+    from evo.sandbox import child
+
+    child.run(scorer, go, fds, config, channel)
+
+
+def _run_candidate(fds: tuple[int, int, int], config: dict) -> None:
+    from evo.sandbox import runner
+
+    runner.run(fds, config)
+
+
 @dataclass(frozen=True)
 class Spare:
     pid: int
     go: int  # write the working directory here to start the evaluation
     watch: "Watch"
+    candidate: int | None  # the candidate's own process (isolation "process")
 
 
 class Watch:
@@ -285,8 +380,8 @@ class Watch:
         """The result frame; a bad_output failure when bytes came but no valid frame."""
         try:
             message = protocol.decode_first(bytes(self.buffer))
-        except ValueError:
-            message = None
+        except protocol.BadFrame as error:
+            return {"failure": ["bad_output", f"the evaluation wrote a malformed result: {error}"]}
         if self.buffer and not (isinstance(message, dict) and ("scores" in message or "failure" in message)):
             return {"failure": ["bad_output", "the evaluation wrote a malformed result"]}
         return message
