@@ -74,7 +74,8 @@ def main() -> None:
 
 
 PRELOAD = ("bisect", "collections", "ctypes", "functools", "heapq", "itertools", "json", "math", "random", "re",
-           "socket", "encodings.idna", "statistics", "subprocess", "threading", "time", "multiprocessing")
+           "socket", "encodings.idna", "statistics", "subprocess", "threading", "time", "multiprocessing",
+           "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial")
 
 
 def _preload() -> None:
