@@ -64,6 +64,7 @@ class Worker:
     def evaluate(self, code: str) -> dict[str, Any]:
         """The zygote's reply for one candidate, or a failure reply when the zygote died or hung."""
         if self.proc is None or self.proc.poll() is not None:
+            self.kill()  # (a dead zygote's orphans and cgroup)
             self.start()
         try:
             self._send({"code": code})

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo.sandbox import cgroup, isolation, protocol
+from evo.sandbox.watch import Watch
 
-RESULT_LIMIT = 1 << 20  # a score vector and its extras (bounded by evo.scores); more cannot be valid
 STDIN, STDOUT = 0, 1  # replaced by private copies in main(): fd 1 is for stray output
 
 
@@ -42,6 +42,7 @@ def main() -> None:
     config["host_pid"] = os.getpid()  # before the PID namespace renames us
     tidy = _Tidy(config["scratch"])  # before the mount namespace makes the host read-only
     config["cgroup"] = cgroup.create(f"evo-{os.getpid()}", config["memory_mb"] << 20) if config["use_cgroup"] else None
+    tidy.cgroup = config["cgroup"]
     mode = _enter(config["namespaces"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
     # search process dies, our stdin closes and we exit at the next request.
@@ -136,8 +137,11 @@ class _Tidy:
         self.top = os.open(os.path.dirname(sandbox_dir), os.O_RDONLY | os.O_DIRECTORY)
         self.sandbox_dir = os.path.basename(sandbox_dir)
         self.scratch = os.path.join(self.sandbox_dir, os.path.basename(scratch))
+        self.cgroup: str | None = None  # (in the namespace, its mount is read-only by now: it stays)
 
     def __call__(self) -> None:
+        if self.cgroup is not None:
+            cgroup.remove(self.cgroup, attempts=5)
         shutil.rmtree(self.scratch, dir_fd=self.top, ignore_errors=True)
         try:
             os.rmdir(self.sandbox_dir, dir_fd=self.top)
@@ -244,7 +248,8 @@ class Server:
                 os.write(spare.go, workdir.encode())
             finally:
                 os.close(spare.go)
-            finished = spare.watch.until(start + self.config["timeout"])
+            fallback = None if self.config["cgroup"] else self.config["memory_mb"] << 20
+            finished = spare.watch.until(start + self.config["timeout"], fallback)
         finally:  # whatever happened: kill, reap and close everything of this evaluation
             if not finished:
                 isolation.signal_tree(spare.pid, in_namespace)
@@ -255,15 +260,23 @@ class Server:
             if spare.candidate is not None and _failure_kind(result) == "killed":
                 candidate_status = _status_soon(spare.candidate)  # why did it die?
             isolation.kill_tree(spare.pid, in_namespace)
-        reply = self._classify(result, status, usage, timed_out=not finished)
+        if spare.watch.over_memory:
+            reply = self._over_memory()
+        else:
+            reply = self._classify(result, status, usage, timed_out=not finished)
         return {**self._blame(reply, candidate_status, ooms), "seconds": seconds, "output": spare.watch.text()}
 
+    def _over_memory(self) -> dict[str, Any]:
+        return {"failure": ["memory", f"the evaluation's processes together exceeded {self.config['memory_mb']} MB"]}
+
     def _blame(self, reply: dict[str, Any], candidate_status: int | None, ooms: int) -> dict[str, Any]:
-        """A process that died without a result: name the limit that killed it, if one did."""
+        """Name the limit that killed a process of the evaluation, if one did: the memory
+        cgroup's (whatever the scorer answered: the evaluation went past its limit), or the
+        CPU limit of the candidate's process (when the scorer saw it die)."""
+        if cgroup.oom_kills(self.config["cgroup"]) > ooms:
+            return self._over_memory()
         if _failure_kind(reply) != "killed":
             return reply
-        if cgroup.oom_kills(self.config["cgroup"]) > ooms:
-            return {"failure": ["memory", f"the evaluation's processes together exceeded {self.config['memory_mb']} MB"]}
         if candidate_status is not None and os.WIFSIGNALED(candidate_status) and os.WTERMSIG(candidate_status) == signal.SIGXCPU:
             return {"failure": ["timeout", f"exceeded the {self.config['cpu_limit']:g} s CPU-time limit"]}
         return reply
@@ -328,68 +341,6 @@ class Spare:
     go: int  # write the working directory here to start the evaluation
     watch: "Watch"
     candidate: int | None  # the candidate's own process (isolation "process")
-
-
-class Watch:
-    """Collects an evaluation's result frame and (truncated) output until it exits."""
-
-    def __init__(self, pid: int, result_fd: int, output_fd: int, keep: int):
-        self.pidfd = os.pidfd_open(pid)
-        self.result_fd, self.output_fd, self.keep = result_fd, output_fd, keep
-        self.buffer, self.output, self.dropped = bytearray(), bytearray(), 0
-        self.open = [result_fd, output_fd]
-
-    def until(self, deadline: float) -> bool:
-        """Read until the process exits (True) or the deadline passes (False)."""
-        while True:
-            ready = protocol.wait_readable([self.pidfd, *self.open], deadline)
-            if not ready:
-                return False
-            for fd in ready:
-                if fd != self.pidfd:
-                    self._read(fd)
-            if self.pidfd in ready:
-                return True
-
-    def _read(self, fd: int) -> bool:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return False
-        if not chunk:
-            self.open.remove(fd)
-            return False
-        if fd == self.result_fd:
-            if len(self.buffer) < RESULT_LIMIT:
-                self.buffer += chunk
-        else:
-            room = max(0, self.keep - len(self.output))
-            self.output += chunk[:room]
-            self.dropped += len(chunk) - min(room, len(chunk))
-        return True
-
-    def drain(self) -> None:
-        """After every writer is dead: read what is left, then close everything."""
-        for fd in list(self.open):
-            os.set_blocking(fd, False)
-            while fd in self.open and self._read(fd):
-                pass
-        for fd in (self.pidfd, self.result_fd, self.output_fd):
-            os.close(fd)
-
-    def result(self) -> Any:
-        """The result frame; a bad_output failure when bytes came but no valid frame."""
-        try:
-            message = protocol.decode_first(bytes(self.buffer))
-        except protocol.BadFrame as error:
-            return {"failure": ["bad_output", f"the evaluation wrote a malformed result: {error}"]}
-        if self.buffer and not (isinstance(message, dict) and ("scores" in message or "failure" in message)):
-            return {"failure": ["bad_output", "the evaluation wrote a malformed result"]}
-        return message
-
-    def text(self) -> str:
-        text = self.output.decode("utf-8", "replace")
-        return text + (f"\n[... {self.dropped} more bytes of output dropped]" if self.dropped else "")
 
 
 def _empty(directory: str) -> None:
