@@ -55,6 +55,10 @@ def unmount(target: str) -> None:
     _check(_libc.umount2(os.fsencode(target), 2), f"umount {target}")  # MNT_DETACH
 
 
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype), "setns")
+
+
 def prctl(option: int, value: int) -> None:
     _check(_libc.prctl(option, value, 0, 0, 0), "prctl")
 
@@ -129,6 +133,85 @@ def make_readonly(writable: str, size_mb: int, keep: tuple[str, ...] = ()) -> li
         exempt += ("/dev/shm",)
     visible = dict(mounts())  # of mounts stacked on one point, only the last (top) one is reachable
     return [point for point, options in visible.items() if "ro" not in options and not _stays_writable(point, exempt)]
+
+
+def python_paths() -> list[str]:
+    """What a Python process needs to read: its installation and its import path."""
+    import sys
+
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
+    return sorted(paths | {p for p in sys.path if p and os.path.isabs(p) and os.path.exists(p)})
+
+
+def needs_private_view(needed: list[str]) -> bool:
+    return any(_blocked(needed))
+
+
+def _blocked(needed: list[str]) -> dict[str, set[str]]:
+    """{first ancestor others cannot enter: the entries in it on the way to `needed`}"""
+    blocked: dict[str, set[str]] = {}
+    for path in needed:
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts)):
+            ancestor = "/" + "/".join(parts[:depth])
+            if not os.stat(ancestor).st_mode & 0o001:
+                blocked.setdefault(ancestor, set()).add(parts[depth])
+                break
+    return blocked
+
+
+def view_namespace(needed: list[str]) -> int:
+    """An fd on a mount namespace made by `private_view` in a helper process (which exits):
+    processes enter it with `setns`, at no cost per evaluation."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            private_view(needed)
+            os.write(write, b"1")
+        finally:
+            os.close(write)
+            signal.pause()
+    os.close(write)
+    try:
+        if os.read(read, 1) != b"1":
+            raise OSError(errno.EPERM, "cannot make a mount namespace for candidates")
+        return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    finally:
+        os.close(read)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def private_view(needed: list[str]) -> None:
+    """A mount namespace of this process's own in which every path in `needed` can be
+    reached by anyone, without CAP_DAC_READ_SEARCH: the first ancestor of each that others
+    cannot enter (a private home such as /root) is covered by a read-only tmpfs that holds
+    only the entries leading to them, bind-mounted from the originals. Everything else in
+    that ancestor disappears from view. Needs root; best effort beyond the first level."""
+    unshare(CLONE_NEWNS)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we do here reaches the host
+    blocked = _blocked(needed)
+    for ancestor, names in sorted(blocked.items()):
+        if any(ancestor.startswith(other + "/") for other in blocked):
+            continue  # inside one covered already
+        _cover(ancestor, names)
+
+
+def _cover(ancestor: str, names: set[str]) -> None:
+    import stat
+
+    originals = {name: os.open(os.path.join(ancestor, name), os.O_PATH) for name in names}
+    mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+    for name, fd in originals.items():
+        target = os.path.join(ancestor, name)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.mkdir(target)
+        else:
+            open(target, "w").close()
+        mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        os.close(fd)
+    mount(None, ancestor, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def mount_proc() -> None:

@@ -26,6 +26,15 @@ def minimal_env(environ: dict[str, str], extra: tuple[str, ...] = ()) -> dict[st
     return {name: value for name, value in environ.items() if name in ENV_ALLOWED or name in extra}
 
 
+def enter_view(view: int | None) -> None:
+    """Into the zygote's mount namespace for candidates, when it has one (see
+    isolation.private_view): it shows the Python installation even where it lies in a
+    private home (which no capability lets the candidate read)."""
+    if view is not None:
+        isolation.setns(view, isolation.CLONE_NEWNS)
+        os.close(view)
+
+
 def candidate_process(config: dict[str, Any]) -> None:
     """Confine this process (single-threaded, still root when the sandbox is) for a candidate."""
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evo.sandbox import cgroup, isolation, protocol
+from evo.sandbox import cgroup, isolation, lockdown, protocol
 from evo.sandbox.watch import Watch
 
 STDIN, STDOUT = 0, 1  # replaced by private copies in main(): fd 1 is for stray output
@@ -153,6 +153,7 @@ class Server:
     def __init__(self, config: dict[str, Any], scorer: Any, mode: str, tidy: _Tidy):
         self.config, self.scorer, self.mode, self.tidy = config, scorer, mode, tidy
         self.split = config["isolation"] == "process"
+        self.view = _candidate_view(config["scratch"])
         self.user: tuple[int, int] | None = None  # the scorer's process's
         self.candidate_user: tuple[int, int] | None = None  # the process that runs the candidate
         if config["drop_privileges"] and os.geteuid() == 0:
@@ -231,10 +232,11 @@ class Server:
         if self.split:
             to_r, to_w = os.pipe()
             back_r, back_w = os.pipe()
-            candidate_pid = _fork(lambda: _run_candidate((to_r, back_w, out_w), child_config))
+            candidate_pid = _fork(lambda: _run_candidate((to_r, back_w, out_w), child_config, self.view))
             os.close(to_r), os.close(back_w)
             channel = (to_w, back_r)
-        pid = _fork(lambda: _run_scorer(self.scorer, go_r, (result_w, out_w), child_config, channel))
+        view = None if self.split else self.view  # (the scorer's process keeps the zygote's view)
+        pid = _fork(lambda: _run_scorer(self.scorer, go_r, (result_w, out_w), child_config, channel, view))
         for fd in (go_r, result_w, out_w, *(channel or ())):
             os.close(fd)
         return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]), candidate_pid)
@@ -323,16 +325,31 @@ def _fork(body: Any) -> int:
     return pid
 
 
-def _run_scorer(scorer: Any, go: int, fds: tuple[int, int], config: dict, channel: tuple[int, int] | None) -> None:
+def _run_scorer(scorer: Any, go: int, fds: tuple[int, int], config: dict, channel: tuple[int, int] | None,
+                view: int | None) -> None:
     from evo.sandbox import child
 
+    lockdown.enter_view(view)
     child.run(scorer, go, fds, config, channel)
 
 
-def _run_candidate(fds: tuple[int, int, int], config: dict) -> None:
+def _run_candidate(fds: tuple[int, int, int], config: dict, view: int | None) -> None:
     from evo.sandbox import runner
 
+    lockdown.enter_view(view)
     runner.run(fds, config)
+
+
+def _candidate_view(scratch: str) -> int | None:
+    """As root, when the Python installation (or the scratch directory) lies where other
+    users cannot enter: a mount namespace that shows it to candidates (else None)."""
+    needed = isolation.python_paths() + [scratch]
+    if os.geteuid() != 0 or not isolation.needs_private_view(needed):
+        return None
+    try:
+        return isolation.view_namespace(needed)
+    except OSError:
+        return None  # (then candidates read only what any user may read)
 
 
 @dataclass(frozen=True)
