@@ -237,6 +237,7 @@ class _Program(ctypes.Structure):
 
 
 # (audit arch, socket, io_uring_setup, first x32 syscall or None) per machine
+_MACHINE = os.uname().machine
 _SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425, 0x40000000), "aarch64": (0xC00000B7, 198, 425, None)}
 
 
@@ -246,11 +247,9 @@ def seccomp_sockets(inet: bool) -> bool:
     syscall of a foreign ABI; with `inet` (no network namespace) also AF_INET/AF_INET6.
     Inherited by every process started afterwards. Needs PR_SET_NO_NEW_PRIVS first. False
     on a machine we have no syscall numbers for."""
-    import platform
-
-    if platform.machine() not in _SECCOMP_ARCH:
+    if _MACHINE not in _SECCOMP_ARCH:
         return False
-    arch, socket_nr, uring_nr, x32 = _SECCOMP_ARCH[platform.machine()]
+    arch, socket_nr, uring_nr, x32 = _SECCOMP_ARCH[_MACHINE]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
     families = [socket.AF_UNIX] + ([socket.AF_INET, socket.AF_INET6] if inet else [])
     # rows as (code, jump-if-true target, jump-if-false target, k); targets "allow"/"deny"/None (next)
