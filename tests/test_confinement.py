@@ -158,3 +158,10 @@ def test_a_mount_at_an_escaped_non_ascii_path_is_read_only(tmp_path):
                             text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[1.0, 0.5]"
+
+
+def test_a_mount_left_writable_is_found_in_the_mount_table():
+    table = [("/", {"ro"}), ("/dev/pts", {"rw"}), ("/dev/pts", {"ro"}), ("/data b", {"rw", "nosuid"}),
+             ("/proc", {"rw"}), ("/proc/sys", {"rw"}), ("/scratch", {"rw"})]
+    assert isolation.still_writable(table, ("/scratch",)) == ["/data b"]  # (the covered /dev/pts is unreachable)
+    assert isolation.still_writable(table[:3], ()) == []

@@ -22,7 +22,6 @@ _exit = os._exit  # bound now: a candidate may monkeypatch the os module
 _encode = protocol.encode
 _write = os.write
 RESULT_FD, GO_FD, TO_CANDIDATE, FROM_CANDIDATE = 3, 4, 5, 6
-PR_SET_DUMPABLE = 4
 
 
 def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dict[str, Any],
@@ -80,7 +79,7 @@ def _confine(config: dict[str, Any]) -> None:
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     isolation.set_limits(config["address_space"], config["cpu_limit"], config["nproc"], config["file_bytes"])
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
-    isolation.prctl(PR_SET_DUMPABLE, 0)  # no /proc/<pid>/fd or ptrace for anyone of the same uid
+    isolation.prctl(isolation.PR_SET_DUMPABLE, 0)  # no /proc/<pid>/fd or ptrace for anyone of the same uid
     if config["user"] is not None:
         isolation.drop_privileges(*config["user"])
     isolation.seccomp_sockets(inet=config["block_network"])

@@ -23,7 +23,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
 CAP_DAC_READ_SEARCH, _CAP_VERSION_3 = 2, 0x20080522
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
@@ -131,7 +131,13 @@ def make_readonly(writable: str, size_mb: int, keep: tuple[str, ...] = ()) -> li
     if os.path.isdir("/dev/shm"):
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
         exempt += ("/dev/shm",)
-    visible = dict(mounts())  # of mounts stacked on one point, only the last (top) one is reachable
+    return still_writable(mounts(), exempt)
+
+
+def still_writable(table: list[tuple[str, set[str]]], exempt: tuple[str, ...]) -> list[str]:
+    """The mount points in `table` (mountinfo order) a process can write through: of mounts
+    stacked on one point only the last (top) one is reachable."""
+    visible = dict(table)
     return [point for point, options in visible.items() if "ro" not in options and not _stays_writable(point, exempt)]
 
 

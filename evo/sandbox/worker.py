@@ -53,12 +53,14 @@ class Worker:
         """Wait until the zygote has imported the scorer; ScorerError when it cannot."""
         try:
             reply = self._recv(time.monotonic() + STARTUP_SECONDS)
-        except (protocol.Closed, TimeoutError) as error:
+            if not isinstance(reply, dict) or not ("error" in reply or {"mode", "uids", "cgroup"} <= set(reply)):
+                raise protocol.BadFrame("not a ready message")
+        except (protocol.Closed, TimeoutError, protocol.BadFrame) as error:
             self.kill()
             raise ScorerError(f"the sandbox worker did not start ({error}){self._log_tail()}") from None
         if "error" in reply:
             self.kill()
-            raise ScorerError(reply["error"])
+            raise ScorerError(str(reply["error"])[:500])
         self.mode, self.uids, self.cgroup = reply["mode"], reply["uids"], reply["cgroup"]
 
     def evaluate(self, code: str) -> dict[str, Any]:
