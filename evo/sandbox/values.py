@@ -7,6 +7,7 @@ generators (their state) and callables (called back in the scorer's process)."""
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +76,7 @@ def _array(value: dict) -> np.ndarray:
         raise Unsendable("a malformed array shape")
     raw = base64.b64decode(data, validate=True)
     count = len(raw) // np.dtype(dtype).itemsize
-    if count != int(np.prod(shape, dtype=object)):
+    if count != math.prod(shape):
         raise Unsendable("an array whose data does not match its shape")
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
