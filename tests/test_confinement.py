@@ -165,3 +165,23 @@ def test_a_mount_left_writable_is_found_in_the_mount_table():
              ("/proc", {"rw"}), ("/proc/sys", {"rw"}), ("/scratch", {"rw"})]
     assert isolation.still_writable(table, ("/scratch",)) == ["/data b"]  # (the covered /dev/pts is unreachable)
     assert isolation.still_writable(table[:3], ()) == []
+
+
+SHM_FILE = """
+import os
+def bonus():
+    left = [name for name in os.listdir('/dev/shm') if name.startswith('evo-test-')]
+    with open(f'/dev/shm/evo-test-{os.getpid()}', 'wb') as file:
+        file.write(b'1' * (1 << 20))
+    return 0.0 if left else 0.5
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dev_shm_files_are_gone_for_the_next_evaluation(mode):
+    if os.geteuid() != 0:
+        pytest.skip("without root the evaluation has no uid of its own to clean up after")
+    with box(mode) as sandbox:
+        first, second = sandbox.evaluate(SHM_FILE), sandbox.evaluate(SHM_FILE)
+    assert first.scores.tolist() == [1.0, 0.5] and second.scores.tolist() == [1.0, 0.5], (first, second)
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith("evo-test-")]

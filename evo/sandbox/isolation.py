@@ -308,6 +308,19 @@ def kill_user(uid: int, attempts: int = 50) -> None:
         time.sleep(0.01)
 
 
+def remove_owned(directory: str, owners: set[int] | None = None) -> None:
+    """Remove the entries of `directory` that `owners` own (a fallback evaluation's files in
+    the host's /dev/shm), or all of them."""
+    import shutil
+
+    for entry in os.scandir(directory):
+        try:
+            if owners is None or entry.stat(follow_symlinks=False).st_uid in owners:
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def own_process_count(uid: int) -> int:
     """Processes owned by `uid` right now (RLIMIT_NPROC counts them all)."""
     count = 0

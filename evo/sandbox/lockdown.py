@@ -40,8 +40,12 @@ def candidate_process(config: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.geteuid() == 0:
-        isolation.unshare(isolation.CLONE_NEWIPC)  # SysV objects die with this evaluation
-        isolation.limit_sysv(config["memory_mb"] << 20)
+        try:
+            isolation.unshare(isolation.CLONE_NEWIPC)  # SysV objects die with this evaluation
+        except OSError:
+            pass  # (root without CAP_SYS_ADMIN: the memory limit still counts SysV segments)
+        else:
+            isolation.limit_sysv(config["memory_mb"] << 20)  # (only ever in our own namespace)
     if config.get("cgroup"):
         cgroup.join(config["cgroup"])
     isolation.set_limits(config["address_space"], config["cpu_limit"], config["nproc"], config["file_bytes"])

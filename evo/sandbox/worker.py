@@ -102,6 +102,8 @@ class Worker:
             if self.mode != "namespaces":
                 for uid in self.uids:
                     isolation.kill_user(uid)  # orphans that left the process group
+                if self.uids and os.path.isdir("/dev/shm"):
+                    isolation.remove_owned("/dev/shm", set(self.uids))  # (the zygote cleans after all but the last)
             if self.cgroup is not None:
                 cgroup.remove(self.cgroup)
             for stream in (self.proc.stdin, self.proc.stdout):

@@ -180,7 +180,9 @@ class Server:
             protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
             shutil.rmtree(workdir, ignore_errors=True)
             if self.mode == "namespaces":
-                _empty("/dev/shm")
+                isolation.remove_owned("/dev/shm")
+            elif self.candidate_user is not None:  # the host's /dev/shm: what the evaluation's uids left there
+                isolation.remove_owned("/dev/shm", {self.candidate_user[0], self.user[0]})  # type: ignore[index]
             spare = self._spawn()
 
     def _child_config(self) -> dict[str, Any]:
@@ -359,14 +361,6 @@ class Spare:
     go: int  # write the working directory here to start the evaluation
     watch: "Watch"
     candidate: int | None  # the candidate's own process (isolation "process")
-
-
-def _empty(directory: str) -> None:
-    for entry in os.scandir(directory):
-        try:
-            shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
-        except OSError:
-            pass
 
 
 if __name__ == "__main__":
