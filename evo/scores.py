@@ -6,7 +6,6 @@ better. A failed evaluation is not a vector but a `Failure` with a kind and a me
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evo import spec
-from evo.sandbox import Sandbox, isolation
+from evo.sandbox import Sandbox, mounts
 from evo.sandbox.isolation import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,9 +131,9 @@ def test_the_candidate_has_no_capability_and_a_minimal_environment(tmp_path, mod
 
 
 def test_mount_table_paths_are_decoded_from_octal_escapes():
-    assert isolation.unescape_mount_path(rb"/mnt/a\040b\011c\134d") == "/mnt/a b\tc\\d"
-    assert isolation.unescape_mount_path("/mnt/données".encode()) == "/mnt/données"
-    assert isolation.unescape_mount_path(b"/mnt/\xff") == os.fsdecode(b"/mnt/\xff")
+    assert mounts.unescape_mount_path(rb"/mnt/a\040b\011c\134d") == "/mnt/a b\tc\\d"
+    assert mounts.unescape_mount_path("/mnt/données".encode()) == "/mnt/données"
+    assert mounts.unescape_mount_path(b"/mnt/\xff") == os.fsdecode(b"/mnt/\xff")
 
 
 ODD_MOUNT = """
@@ -163,8 +163,8 @@ def test_a_mount_at_an_escaped_non_ascii_path_is_read_only(tmp_path):
 def test_a_mount_left_writable_is_found_in_the_mount_table():
     table = [("/", {"ro"}), ("/dev/pts", {"rw"}), ("/dev/pts", {"ro"}), ("/data b", {"rw", "nosuid"}),
              ("/proc", {"rw"}), ("/proc/sys", {"rw"}), ("/scratch", {"rw"})]
-    assert isolation.still_writable(table, ("/scratch",)) == ["/data b"]  # (the covered /dev/pts is unreachable)
-    assert isolation.still_writable(table[:3], ()) == []
+    assert mounts.still_writable(table, ("/scratch",)) == ["/data b"]  # (the covered /dev/pts is unreachable)
+    assert mounts.still_writable(table[:3], ()) == []
 
 
 SHM_FILE = """

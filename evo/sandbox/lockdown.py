@@ -28,7 +28,7 @@ def minimal_env(environ: dict[str, str], extra: tuple[str, ...] = ()) -> dict[st
 
 def enter_view(view: int | None) -> None:
     """Into the zygote's mount namespace for candidates, when it has one (see
-    isolation.private_view): it shows the Python installation even where it lies in a
+    mounts.private_view): it shows the Python installation even where it lies in a
     private home (which no capability lets the candidate read)."""
     if view is not None:
         isolation.setns(view, isolation.CLONE_NEWNS)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evo.sandbox import cgroup, isolation, lockdown, protocol
+from evo.sandbox import cgroup, isolation, lockdown, mounts, protocol
 from evo.sandbox.watch import Watch
 
 STDIN, STDOUT = 0, 1  # replaced by private copies in main(): fd 1 is for stray output
@@ -61,7 +61,7 @@ def main() -> None:
     if mode == "namespaces":
         keep = (config["cgroup"],) if config["cgroup"] else ()
         try:
-            writable = isolation.make_readonly(config["scratch"], config["memory_mb"], keep)
+            writable = mounts.make_readonly(config["scratch"], config["memory_mb"], keep)
         except OSError as error:
             writable = [f"(all: {error})"]
         if writable:  # a candidate could write there: refuse to serve
@@ -346,11 +346,11 @@ def _run_candidate(fds: tuple[int, int, int], config: dict, view: int | None) ->
 def _candidate_view(scratch: str) -> int | None:
     """As root, when the Python installation (or the scratch directory) lies where other
     users cannot enter: a mount namespace that shows it to candidates (else None)."""
-    needed = isolation.python_paths() + [scratch]
-    if os.geteuid() != 0 or not isolation.needs_private_view(needed):
+    needed = mounts.python_paths() + [scratch]
+    if os.geteuid() != 0 or not mounts.needs_private_view(needed):
         return None
     try:
-        return isolation.view_namespace(needed)
+        return mounts.view_namespace(needed)
     except OSError:
         return None  # (then candidates read only what any user may read)
 
