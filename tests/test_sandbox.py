@@ -189,13 +189,14 @@ def test_isolation_none_runs_in_process(tmp_path):
 def test_from_spec_runs_the_example_and_close_leaves_nothing(tmp_path):
     example = spec.load(ROOT / "examples" / "function_minimization" / "problem.toml")
     box = Sandbox.from_spec(example.override({"sandbox.workers": 1}))
-    scratch = box._scratch
+    scratch, memory_cgroup = box._scratch, box._workers[0].cgroup
     evaluation = box.evaluate(example.problem.program.read_text())
     assert evaluation.ok, evaluation.failure
     assert evaluation.scores.shape == (4,) and np.all((evaluation.scores > 0) & (evaluation.scores < 1))
     assert "budget_used" in evaluation.extras
     box.close()
     assert descendants() == [] and not scratch.exists()
+    assert memory_cgroup is None or not Path(memory_cgroup).exists()
 
 
 TEXT_SCORER = """
@@ -308,7 +309,8 @@ def test_the_fallback_as_a_normal_user(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.splitlines()[-1])
-    assert report == {"mode": "rlimits", "uid": float(uid), "storm": "exception",
+    assert report.pop("storm") in ("exception", "timeout")  # (RLIMIT_NPROC, or a machine too busy to fork 32 in 5 s)
+    assert report == {"mode": "rlimits", "uid": float(uid),
                       "socket": "exception" if platform.machine() in ("x86_64", "aarch64") else report["socket"],
                       "after": True}
     assert isolation.processes_of(uid) == []

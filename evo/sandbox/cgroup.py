@@ -40,6 +40,16 @@ def _base() -> tuple[str, str] | None:
     return None
 
 
+def zygote_name(pid: int) -> str:
+    return f"evo-{pid}"
+
+
+def path_of(name: str) -> str | None:
+    """Where this process's memory cgroup `name` is (or would be), or None."""
+    base = _base()
+    return os.path.join(base[0], name) if base else None
+
+
 def create(name: str, limit_bytes: int) -> str | None:
     """A fresh memory cgroup `name` limited to `limit_bytes` (no swap), or None."""
     base = _base() if os.geteuid() == 0 else None

@@ -104,8 +104,10 @@ class Worker:
                     isolation.kill_user(uid)  # orphans that left the process group
                 if self.uids and os.path.isdir("/dev/shm"):
                     isolation.remove_owned("/dev/shm", set(self.uids))  # (the zygote cleans after all but the last)
-            if self.cgroup is not None:
-                cgroup.remove(self.cgroup)
+            leftover = cgroup.path_of(cgroup.zygote_name(self.proc.pid))  # (also when it never got ready)
+            if leftover is not None and os.path.isdir(leftover):
+                cgroup.remove(leftover)
+            self.cgroup = None
             for stream in (self.proc.stdin, self.proc.stdout):
                 if stream is not None:
                     stream.close()

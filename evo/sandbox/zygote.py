@@ -41,7 +41,8 @@ def main() -> None:
     config = protocol.recv(STDIN)
     config["host_pid"] = os.getpid()  # before the PID namespace renames us
     tidy = _Tidy(config["scratch"])  # before the mount namespace makes the host read-only
-    config["cgroup"] = cgroup.create(f"evo-{os.getpid()}", config["memory_mb"] << 20) if config["use_cgroup"] else None
+    name = cgroup.zygote_name(os.getpid())  # (the search process removes it after us, whatever happened)
+    config["cgroup"] = cgroup.create(name, config["memory_mb"] << 20) if config["use_cgroup"] else None
     tidy.cgroup = config["cgroup"]
     mode = _enter(config["namespaces"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
@@ -59,7 +60,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()  # fewer copy-on-write faults in each forked evaluation
     if mode == "namespaces":
-        keep = (config["cgroup"],) if config["cgroup"] else ()
+        keep = (os.path.dirname(config["cgroup"]),) if config["cgroup"] else ()  # (its parent: we remove it at exit)
         try:
             writable = mounts.make_readonly(config["scratch"], config["memory_mb"], keep)
         except OSError as error:
@@ -69,7 +70,7 @@ def main() -> None:
             protocol.send(STDOUT, {"error": f"the sandbox cannot make these mounts read-only: {shown} "
                                             "(unmount them, or run with namespaces off)"})
             os._exit(0)
-        _become_namespace_init(config["scratch"], tidy, keep)
+        _become_namespace_init(config["scratch"], tidy)
     else:
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)
     Server(config, scorer, mode, tidy).serve()
@@ -108,7 +109,7 @@ def _enter(wanted: str) -> str:
         return "rlimits"
 
 
-def _become_namespace_init(scratch: str, tidy: "_Tidy", also: tuple[str, ...]) -> None:
+def _become_namespace_init(scratch: str, tidy: "_Tidy") -> None:
     """Fork the server as PID 1 of the new PID namespace; this process only waits for it
     (and tidies up after it)."""
     pid = os.fork()
@@ -119,11 +120,10 @@ def _become_namespace_init(scratch: str, tidy: "_Tidy", also: tuple[str, ...]) -
     os.close(STDIN)
     os.close(STDOUT)
     _, status = os.waitpid(pid, 0)
-    for point in (scratch, *also):
-        try:
-            isolation.unmount(point)
-        except OSError:
-            pass
+    try:
+        isolation.unmount(scratch)
+    except OSError:
+        pass
     tidy()
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
 
@@ -138,7 +138,7 @@ class _Tidy:
         self.top = os.open(os.path.dirname(sandbox_dir), os.O_RDONLY | os.O_DIRECTORY)
         self.sandbox_dir = os.path.basename(sandbox_dir)
         self.scratch = os.path.join(self.sandbox_dir, os.path.basename(scratch))
-        self.cgroup: str | None = None  # (in the namespace, its mount is read-only by now: it stays)
+        self.cgroup: str | None = None  # (in the namespace, through the writable bind mount of its parent)
 
     def __call__(self) -> None:
         if self.cgroup is not None:
@@ -169,8 +169,9 @@ class Server:
             try:
                 request = protocol.recv(STDIN)
             except protocol.Closed:
-                if self.mode != "namespaces":
-                    self.tidy()  # (in the namespace, our parent does it)
+                if self.mode != "namespaces":  # (in the namespace, our parent does it)
+                    isolation.kill_tree(spare.pid, False)  # (its processes are in our memory cgroup)
+                    self.tidy()
                 os._exit(0)
             workdir = self._prepare(request["code"])
             try:
