@@ -6,7 +6,6 @@ better. A failed evaluation is not a vector but a `Failure` with a kind and a me
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -52,43 +51,58 @@ class Evaluation:
         return cls(scores=None, failure=Failure(kind, message), seconds=seconds, output=output)
 
 
+MAX_MAGNITUDE = 1e100  # a score or extra beyond this is not a measurement (and sums of them would overflow)
+MAX_EXTRAS = 256  # extra keys a scorer may return (features read a few)
+MAX_KEY_CHARS = 200
+
+
 class BadOutput(ValueError):
     """A scorer's return value is not a valid score vector."""
 
 
 def _as_float(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise BadOutput(f"objective {name!r} is {type(value).__name__} {value!r:.60}, expected a number")
-    number = float(value)
-    if not math.isfinite(number):
-        raise BadOutput(f"objective {name!r} is {number}, expected a finite number")
-    return number
+        raise BadOutput(f"objective {name[:MAX_KEY_CHARS]!r} is {type(value).__name__}, expected a number")
+    try:
+        in_range = -MAX_MAGNITUDE <= value <= MAX_MAGNITUDE  # exact for huge ints (no float() overflow)
+    except (TypeError, ValueError, OverflowError):
+        in_range = False
+    if not in_range:
+        shown = f"{value:.3g}" if isinstance(value, (float, np.floating)) else f"an {type(value).__name__} out of range"
+        raise BadOutput(f"objective {name[:MAX_KEY_CHARS]!r} is {shown}, expected a finite number of magnitude <= {MAX_MAGNITUDE:g}")
+    return float(value)
 
 
 def to_vector(raw: object, objectives: Sequence[str]) -> tuple[np.ndarray, dict[str, float]]:
     """Validate a scorer's return value: a mapping name->number or a sequence of numbers.
 
     Returns the score vector in objective order and the extra numeric keys (for features).
-    Raises `BadOutput` with a one-line reason.
+    Raises `BadOutput` with a one-line reason, in time linear in the result's size: at most
+    MAX_EXTRAS extra keys of at most MAX_KEY_CHARS characters, values finite and within
+    +-MAX_MAGNITUDE.
     """
     if isinstance(raw, Mapping):
+        if len(raw) > len(objectives) + MAX_EXTRAS:
+            raise BadOutput(f"scorer result has {len(raw)} keys; at most {MAX_EXTRAS} beyond the objectives")
         missing = [name for name in objectives if name not in raw]
         if missing:
             raise BadOutput(f"scorer result misses objective(s) {missing}; it has keys {sorted(map(str, raw))[:10]}")
         vector = np.array([_as_float(name, raw[name]) for name in objectives], dtype=np.float64)
+        names = set(objectives)
         extras: dict[str, float] = {}
         for key, value in raw.items():
-            if key in objectives:
-                continue
-            if not isinstance(key, str):
-                raise BadOutput(f"scorer result has a non-string key {key!r}")
-            extras[key] = _as_float(key, value)
+            if not isinstance(key, str) or len(key) > MAX_KEY_CHARS:
+                shown = repr(key[:60]) if isinstance(key, str) else type(key).__name__
+                raise BadOutput(f"scorer result has a key that is not a string of <= {MAX_KEY_CHARS} characters: {shown}")
+            if key not in names:
+                extras[key] = _as_float(key, value)
         return vector, extras
     if isinstance(raw, (str, bytes)) or not isinstance(raw, (Sequence, np.ndarray)):
         raise BadOutput(f"scorer returned {type(raw).__name__}, expected a mapping name->float or a sequence of floats")
+    if (raw.size if isinstance(raw, np.ndarray) else len(raw)) != len(objectives):
+        size = raw.size if isinstance(raw, np.ndarray) else len(raw)
+        raise BadOutput(f"scorer returned {size} values, expected {len(objectives)} ({', '.join(objectives)})")
     values = list(np.asarray(raw).ravel()) if isinstance(raw, np.ndarray) else list(raw)
-    if len(values) != len(objectives):
-        raise BadOutput(f"scorer returned {len(values)} values, expected {len(objectives)} ({', '.join(objectives)})")
     return np.array([_as_float(n, v) for n, v in zip(objectives, values)], dtype=np.float64), {}
 
 

@@ -22,7 +22,8 @@ from evo.errors import UserError
 SELECTIONS = ("uniform", "tournament", "boltzmann", "lexicase", "epsilon-lexicase", "dalex", "dirichlet")
 TOPOLOGIES = ("ring", "complete", "random-regular")
 PROMPT_STYLES = ("full", "diff", "versions", "continue")
-ISOLATIONS = ("process", "none")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+ISOLATIONS = ("process", "shared", "none")
 PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -47,13 +48,14 @@ class Problem:
 
 @dataclass(frozen=True)
 class Sandbox:
-    isolation: str = "process"  # "process" | "none" (trusted scorer, in-process)
+    isolation: str = "process"  # "process": candidate and scorer in separate processes | "shared": one | "none": in-process
     timeout: float = 10.0  # wall seconds per evaluation
     memory_mb: int = 1024  # address space an evaluation may add to the warm worker's
     workers: int = 2
     cpu_seconds: float = 0.0  # CPU-time cap; 0 = same as timeout
     max_processes: int = 64  # processes/threads an evaluation may own (when not root: on top of the user's)
     output_bytes: int = 65536  # captured stdout+stderr kept per evaluation
+    env: tuple[str, ...] = ()  # environment variables passed to the sandbox beyond the minimal set
 
     @property
     def cpu_limit(self) -> float:
@@ -288,6 +290,8 @@ def _sandbox(t: _Table) -> Sandbox:
         cpu_seconds=t.number("cpu_seconds", d.cpu_seconds, allow_zero=True),
         max_processes=t.integer("max_processes", d.max_processes, low=1),
         output_bytes=t.integer("output_bytes", d.output_bytes),
+        env=tuple(t.get("env", list(d.env), "a list of environment variable names",
+                        lambda v: isinstance(v, list) and all(isinstance(n, str) and _ENV_NAME.match(n) for n in v))),
     )
 
 

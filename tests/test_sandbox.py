@@ -22,13 +22,11 @@ from evo.sandbox.isolation import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = """
-import importlib.util, json
+from evo.sandbox import candidate
 
 def evaluate(path):
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.result() if hasattr(module, "result") else {"a": 1.0, "b": 0.5}
+    program = candidate.load(path)
+    return program.result() if "result" in dir(program) else {"a": 1.0, "b": 0.5}
 """
 needs_root = pytest.mark.skipif(not namespaces_available(), reason="namespaces need root (and a kernel that allows them)")
 
@@ -191,13 +189,14 @@ def test_isolation_none_runs_in_process(tmp_path):
 def test_from_spec_runs_the_example_and_close_leaves_nothing(tmp_path):
     example = spec.load(ROOT / "examples" / "function_minimization" / "problem.toml")
     box = Sandbox.from_spec(example.override({"sandbox.workers": 1}))
-    scratch = box._scratch
+    scratch, memory_cgroup = box._scratch, box._workers[0].cgroup
     evaluation = box.evaluate(example.problem.program.read_text())
     assert evaluation.ok, evaluation.failure
     assert evaluation.scores.shape == (4,) and np.all((evaluation.scores > 0) & (evaluation.scores < 1))
     assert "budget_used" in evaluation.extras
     box.close()
     assert descendants() == [] and not scratch.exists()
+    assert memory_cgroup is None or not Path(memory_cgroup).exists()
 
 
 TEXT_SCORER = """
@@ -270,8 +269,9 @@ def test_a_spare_that_died_while_idle_costs_one_evaluation(tmp_path, mode):
         time.sleep(0.3)  # the next spare is forked after the answer
         zygote = psutil.Process(box._workers[0].proc.pid)
         spares = [p for p in zygote.children(recursive=True) if p.uids().real != 0]
-        assert len(spares) == 1
-        spares[0].kill()  # it stays a zombie until the zygote reaps it
+        assert len(spares) == 2  # the scorer's process and the candidate's
+        for spare in spares:
+            spare.kill()  # it stays a zombie until the zygote reaps it
         time.sleep(0.2)
         lost = box.evaluate("x = 2")
         assert lost.failure.kind in ("killed", "bad_output"), lost.failure
@@ -309,7 +309,8 @@ def test_the_fallback_as_a_normal_user(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(result.stdout.splitlines()[-1])
-    assert report == {"mode": "rlimits", "uid": float(uid), "storm": "exception",
+    assert report.pop("storm") in ("exception", "timeout")  # (RLIMIT_NPROC, or a machine too busy to fork 32 in 5 s)
+    assert report == {"mode": "rlimits", "uid": float(uid),
                       "socket": "exception" if platform.machine() in ("x86_64", "aarch64") else report["socket"],
                       "after": True}
     assert isolation.processes_of(uid) == []

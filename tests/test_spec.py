@@ -87,7 +87,7 @@ def test_a_typo_is_one_line_naming_file_section_and_key(project, section, typo, 
     [
         ("[sandbox]\ntimeout = -1", "[sandbox] timeout: expected a finite positive number, found int -1"),
         ("[sandbox]\nworkers = true", "[sandbox] workers: expected an integer >= 1, found bool True"),
-        ("[sandbox]\nisolation = \"docker\"", "[sandbox] isolation: expected one of 'process', 'none'"),
+        ("[sandbox]\nisolation = \"docker\"", "[sandbox] isolation: expected one of 'process', 'shared', 'none'"),
         ("[search]\nselection = \"best\"", "[search] selection: expected one of"),
         ("[search]\ntopology = [[0, 9]]", "[search] topology: expected"),
         ("[search]\ntarget = \"high\"", "[search] target: expected a finite number, found str 'high'"),

@@ -1,7 +1,10 @@
-"""The evaluation process: forked from a warm zygote ahead of time, it confines itself
-(session, fds, limits, user), waits for its candidate's working directory on fd 4, calls
-the scorer there and writes one result frame to fd 3. It never returns to the zygote's
-code: every path ends in os._exit."""
+"""The scorer's evaluation process: forked from a warm zygote ahead of time, it confines
+itself (session, fds, limits, user), waits for its candidate's working directory on fd 4,
+calls the scorer there and writes one result frame to fd 3. With isolation "process" the
+candidate runs elsewhere (runner.py; the scorer reaches it through evo.sandbox.candidate on
+fds 5 and 6) and this process keeps one capability, to read files; with "shared" the
+candidate's code runs here, so this process locks itself down as the candidate's would.
+It never returns to the zygote's code: every path ends in os._exit."""
 
 from __future__ import annotations
 
@@ -12,19 +15,24 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evo.sandbox import isolation, protocol
+from evo.sandbox import candidate, isolation, lockdown, protocol
 from evo.scores import BadOutput, to_vector
 
 _exit = os._exit  # bound now: a candidate may monkeypatch the os module
 _encode = protocol.encode
 _write = os.write
-RESULT_FD, GO_FD = 3, 4
+RESULT_FD, GO_FD, TO_CANDIDATE, FROM_CANDIDATE = 3, 4, 5, 6
 
 
-def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dict[str, Any]) -> None:
+def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dict[str, Any],
+        channel: tuple[int, int] | None = None) -> None:
     """Confine this process, wait for the working directory on `go`, evaluate, exit."""
     try:
-        _confine(go, fds, config)
+        result_w, out_w = fds
+        extra = {TO_CANDIDATE: channel[0], FROM_CANDIDATE: channel[1]} if channel else {}
+        own_fds({0: os.open(os.devnull, os.O_RDONLY), 1: out_w, 2: out_w, RESULT_FD: result_w, GO_FD: go, **extra})
+        _confine(config)
+        candidate.CHANNEL = (TO_CANDIDATE, FROM_CANDIDATE) if channel else None
         _warm_up(config["objectives"])
         workdir = _read_all(GO_FD).decode()
         if not workdir:
@@ -46,6 +54,15 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
         _exit(0)
 
 
+def own_fds(targets: dict[int, int]) -> None:
+    """A new session holding exactly `targets` (fd -> the fd to put there), nothing else."""
+    os.setsid()
+    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 64) for target, source in targets.items()}
+    for target, source in high.items():  # via high copies: a source may sit on a target
+        os.dup2(source, target)
+    os.closerange(max(targets) + 1, 1 << 16)
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 4096):
@@ -54,41 +71,23 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _confine(go: int, fds: tuple[int, int], config: dict[str, Any]) -> None:
-    result_w, out_w = fds
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    targets = {0: devnull, 1: out_w, 2: out_w, RESULT_FD: result_w, GO_FD: go}
-    high = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 64) for target, source in targets.items()}
-    for target, source in high.items():  # via high copies: a source may sit on a target
-        os.dup2(source, target)
-    os.closerange(GO_FD + 1, 1 << 16)
+def _confine(config: dict[str, Any]) -> None:
+    if not config["split"]:  # the candidate's code runs in this process
+        lockdown.candidate_process(config)
+        return
     signal.signal(signal.SIGINT, signal.default_int_handler)
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
     isolation.set_limits(config["address_space"], config["cpu_limit"], config["nproc"], config["file_bytes"])
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
+    isolation.prctl(isolation.PR_SET_DUMPABLE, 0)  # no /proc/<pid>/fd or ptrace for anyone of the same uid
     if config["user"] is not None:
         isolation.drop_privileges(*config["user"])
-    if config["block_network"]:
-        isolation.block_network()
+    isolation.seccomp_sockets(inet=config["block_network"])
 
 
 def _warm_up(objectives: Sequence[str]) -> None:
     """Touch the result path once while idle: its copy-on-write faults then cost no latency."""
     _encode({"scores": to_vector([0.0] * len(objectives), objectives)[0].tolist(), "extras": {}})
-
-
-def _describe(error: BaseException) -> str:
-    try:
-        text = f"{type(error).__name__}: {error}"
-    except BaseException:
-        text = type(error).__name__
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is not None:
-        text += f" (at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
-    return " ".join(text.split())[:500]
 
 
 def evaluate(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
@@ -102,7 +101,9 @@ def evaluate(scorer: Callable[[str], Any], path: str, objectives: Sequence[str],
         return {"scores": vector.tolist(), "extras": extras}
     except BadOutput as error:
         return {"failure": ["bad_output", str(error)]}
+    except candidate.CandidateError as error:  # not caught by the scorer: the candidate's failure is the evaluation's
+        return {"failure": [error.kind, str(error)]}
     except MemoryError as error:
-        return {"failure": ["memory", f"memory limit exceeded ({_describe(error)})"]}
+        return {"failure": ["memory", f"memory limit exceeded ({candidate.describe(error)})"]}
     except BaseException as error:  # the candidate may raise anything, even SystemExit
-        return {"failure": ["exception", _describe(error)]}
+        return {"failure": ["exception", candidate.describe(error)]}

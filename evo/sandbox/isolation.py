@@ -1,5 +1,5 @@
 """Linux isolation primitives through ctypes (Python 3.11 has no os.unshare): namespaces,
-read-only mounts, resource limits, privilege drop, killing whole process trees.
+mounts, resource limits, seccomp, privilege drop, killing whole process trees.
 
 Only the standard library is imported here: the zygote calls `unshare` before anything
 that might start threads (unshare of the mount namespace needs a single-threaded process).
@@ -22,13 +22,12 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 4, 36, 38
 PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 8, 24, 47, 2
 CAP_DAC_READ_SEARCH, _CAP_VERSION_3 = 2, 0x20080522
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 _LIMIT_CAP = 1 << 62  # larger rlimit values overflow
 PRIVATE_ID_BASE, PRIVATE_ID_SPAN = 0x5E000000, 0x01000000  # far above real and container-mapped ids
-_FLAG_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -46,12 +45,16 @@ def unshare(flags: int) -> None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
     _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def unmount(target: str) -> None:
-    _check(_libc.umount2(target.encode(), 2), f"umount {target}")  # MNT_DETACH
+    _check(_libc.umount2(os.fsencode(target), 2), f"umount {target}")  # MNT_DETACH
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype), "setns")
 
 
 def prctl(option: int, value: int) -> None:
@@ -89,48 +92,17 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock, 0x8914, struct.pack("16sH22x", b"lo", flags))  # SIOCSIFFLAGS
 
 
-def _mounts() -> list[tuple[str, set[str]]]:
-    """(mount point, per-mount options) from /proc/self/mountinfo, parents first."""
-    entries = []
-    with open("/proc/self/mountinfo", encoding="utf-8") as lines:
-        for line in lines:
-            fields = line.split()
-            point = fields[4].encode().decode("unicode_escape")
-            entries.append((point, set(fields[5].split(","))))
-    return entries
-
-
-def make_readonly(writable: str, size_mb: int) -> list[str]:
-    """Remount every mount read-only except /proc; put a fresh private tmpfs of `size_mb`
-    on `writable` (the evaluations' directories) and a small one on /dev/shm. Returns the
-    mount points that could not be remounted (best effort: an odd mount must not make the
-    sandbox unusable)."""
-    mount("tmpfs", writable, "tmpfs", MS_NOSUID | MS_NODEV, f"size={min(size_mb, 1 << 20)}m,mode=0711")
-    failed = []
-    for point, options in _mounts():
-        if point == writable or point == "/proc" or point.startswith("/proc/"):
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        flags |= sum(bit for name, bit in _FLAG_OPTIONS.items() if name in options)
-        try:
-            mount(None, point, None, flags)
-        except OSError:
-            failed.append(point)
-    if os.path.isdir("/dev/shm"):
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=1777")
-    return failed
-
-
 def mount_proc() -> None:
     """A /proc that shows only our PID namespace (call from inside it)."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def private_user(key: int) -> tuple[int, int]:
+def private_user(key: int, candidate: bool = False) -> tuple[int, int]:
     """A uid/gid of its own for one zygote's evaluations (no passwd entry needed), so that
     concurrent evaluations cannot signal each other, share RLIMIT_NPROC or read each other's
-    files, not even without namespaces. `key` is the zygote's (host) pid."""
-    ident = PRIVATE_ID_BASE + key % PRIVATE_ID_SPAN
+    files, not even without namespaces. `key` is the zygote's (host) pid; `candidate`: the
+    one for the candidate's own process, which must not reach the scorer's either."""
+    ident = PRIVATE_ID_BASE + (PRIVATE_ID_SPAN if candidate else 0) + key % PRIVATE_ID_SPAN
     return ident, ident
 
 
@@ -143,31 +115,46 @@ class _Program(ctypes.Structure):
 
 
 # (audit arch, socket, io_uring_setup, first x32 syscall or None) per machine
+_MACHINE = os.uname().machine
 _SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425, 0x40000000), "aarch64": (0xC00000B7, 198, 425, None)}
 
 
-def block_network() -> bool:
-    """seccomp: socket(AF_INET/AF_INET6) and io_uring fail with EACCES, as does every
-    syscall of a foreign ABI. For the fallback, which has no network namespace. Needs
-    PR_SET_NO_NEW_PRIVS first. False on a machine we have no syscall numbers for."""
-    import platform
-
-    if platform.machine() not in _SECCOMP_ARCH:
+def seccomp_sockets(inet: bool) -> bool:
+    """seccomp: socket(AF_UNIX) fails with EACCES (no connect() to the host's Unix sockets;
+    socketpair and pipes still work, so multiprocessing does), as do io_uring and every
+    syscall of a foreign ABI; with `inet` (no network namespace) also AF_INET/AF_INET6.
+    Inherited by every process started afterwards. Needs PR_SET_NO_NEW_PRIVS first. False
+    on a machine we have no syscall numbers for."""
+    if _MACHINE not in _SECCOMP_ARCH:
         return False
-    arch, socket_nr, uring_nr, x32 = _SECCOMP_ARCH[platform.machine()]
+    arch, socket_nr, uring_nr, x32 = _SECCOMP_ARCH[_MACHINE]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EACCES
-    code = [
-        (ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny),  # a foreign ABI: nothing works
-        (ld, 0, 0, 0), (jge, 5, 0, x32 if x32 is not None else 0xFFFFFFFF),
-        (jeq, 4, 0, uring_nr), (jeq, 0, 4, socket_nr),
-        (ld, 0, 0, 16), (jeq, 1, 0, socket.AF_INET), (jeq, 0, 1, socket.AF_INET6),
-        (ret, 0, 0, deny), (ret, 0, 0, allow),
-    ]
+    families = [socket.AF_UNIX] + ([socket.AF_INET, socket.AF_INET6] if inet else [])
+    # rows as (code, jump-if-true target, jump-if-false target, k); targets "allow"/"deny"/None (next)
+    rows = [(ld, None, None, 4), (jeq, None, "deny", arch), (ld, None, None, 0),
+            (jge, "deny", None, x32 if x32 is not None else 0xFFFFFFFF), (jeq, "deny", None, uring_nr),
+            (jeq, None, "allow", socket_nr), (ld, None, None, 16),
+            *[(jeq, "deny", None, family) for family in families]]
+    at = {"allow": len(rows), "deny": len(rows) + 1}
+    code = [(op, at[t] - i - 1 if t else 0, at[f] - i - 1 if f else 0, k) for i, (op, t, f, k) in enumerate(rows)]
+    code += [(ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x00050000 | errno.EACCES)]
     filters = (_Filter * len(code))(*[_Filter(*row) for row in code])
     program = _Program(len(code), filters)
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0), "seccomp")
     return True
+
+
+def limit_sysv(max_bytes: int) -> None:
+    """Small System V limits in this (fresh) IPC namespace: shared memory within `max_bytes`
+    in all, few objects. Best effort: a kernel may not expose them."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    for name, value in (("shmall", max(1, max_bytes // page)), ("shmmax", max_bytes), ("shmmni", 64),
+                        ("msgmni", 64), ("msgmnb", 1 << 20)):
+        try:
+            with open(f"/proc/sys/kernel/{name}", "w") as file:
+                file.write(str(value))
+        except OSError:
+            pass
 
 
 def processes_of(uid: int) -> list[int]:
@@ -191,6 +178,19 @@ def kill_user(uid: int, attempts: int = 50) -> None:
         for pid in pids:
             _send(os.kill, pid)
         time.sleep(0.01)
+
+
+def remove_owned(directory: str, owners: set[int] | None = None) -> None:
+    """Remove the entries of `directory` that `owners` own (a fallback evaluation's files in
+    the host's /dev/shm), or all of them."""
+    import shutil
+
+    for entry in os.scandir(directory):
+        try:
+            if owners is None or entry.stat(follow_symlinks=False).st_uid in owners:
+                shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def own_process_count(uid: int) -> int:
@@ -224,21 +224,28 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def drop_privileges(uid: int, gid: int) -> None:
-    """Become `uid`/`gid`, keeping exactly one capability, CAP_DAC_READ_SEARCH (read any
-    file: the Python installation may live under a private home), also across exec (ambient).
-    Writing, signalling and everything else follow the unprivileged user's rights."""
+def drop_privileges(uid: int, gid: int, keep: int | None = CAP_DAC_READ_SEARCH) -> None:
+    """Become `uid`/`gid` with an empty bounding set, keeping at most one capability `keep`
+    (the trusted scorer's process keeps CAP_DAC_READ_SEARCH, read any file: the Python
+    installation may live under a private home), also across exec (ambient); `keep=None`
+    (a candidate's process): no capability at all, now or after any exec. Writing,
+    signalling and everything else follow the unprivileged user's rights."""
     for cap in range(64):
-        if cap != CAP_DAC_READ_SEARCH and _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+        if cap != keep and _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break  # EINVAL: past the last capability this kernel knows
-    prctl(PR_SET_KEEPCAPS, 1)
     os.setgroups([])
+    if keep is None:
+        os.setgid(gid)
+        os.setuid(uid)  # without KEEPCAPS: every capability set is cleared
+        return
+    prctl(PR_SET_KEEPCAPS, 1)
     os.setgid(gid)
     os.setuid(uid)
-    keep = 1 << CAP_DAC_READ_SEARCH
-    data = (_CapData * 2)(_CapData(keep, keep, keep), _CapData(0, 0, 0))
+    mask = 1 << keep
+    data = (_CapData * 2)(_CapData(mask, mask, mask), _CapData(0, 0, 0))
     _check(_libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data), "capset")
-    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0), "ambient capability")
+    _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, keep, 0, 0), "ambient capability")
+    prctl(PR_SET_KEEPCAPS, 0)
 
 
 def children_of(pid: int) -> list[int]:

@@ -24,8 +24,10 @@ from evo.scores import FAILURE_KINDS, BadOutput, Evaluation, to_vector
 class Sandbox:
     """Evaluates candidates: `evaluate(code)`, `submit(code) -> Future[Evaluation]`, `close()`.
 
-    isolation "process": warm zygote workers fork one confined child per evaluation (see
-    docs/sandbox.md). isolation "none": the trusted scorer runs in this process.
+    isolation "process": warm zygote workers fork, per evaluation, a confined process for the
+    scorer and another for the candidate, which the scorer reaches through
+    evo.sandbox.candidate (see docs/sandbox.md); "shared": one process for both (faster,
+    but the candidate can forge its score); "none": the trusted scorer runs in this process.
     `namespaces`: "auto" (use them when root and available), "on" (required) or "off"
     (force the rlimits + process-group fallback). `suffix`: the candidate file's suffix
     (the initial program's); only ".py" candidates are checked with compile() first.
@@ -42,6 +44,7 @@ class Sandbox:
         suffix: str = ".py",
         namespaces: str = "auto",
         drop_privileges: bool = True,
+        memory_cgroup: bool = True,
     ):
         if namespaces not in ("auto", "on", "off"):
             raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
@@ -59,7 +62,7 @@ class Sandbox:
                 self._scorer = load_scorer(scorer, search_path)
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="evo-eval")
             else:
-                self._start_workers(scorer, search_path, namespaces, drop_privileges)
+                self._start_workers(scorer, search_path, namespaces, drop_privileges, memory_cgroup)
                 self._executor = ThreadPoolExecutor(limits.workers, thread_name_prefix="evo-eval")
         except ScorerError as error:
             self.close()
@@ -73,13 +76,14 @@ class Sandbox:
             suffix=spec.problem.program.suffix, **options,
         )
 
-    def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool) -> None:
+    def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool, use_cgroup: bool) -> None:
         config = {
             "scorer": scorer, "search_path": search_path, "objectives": list(self.objectives),
             "required_extras": list(self.required), "timeout": self.limits.timeout,
             "cpu_limit": self.limits.cpu_limit, "memory_mb": self.limits.memory_mb,
             "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
             "namespaces": namespaces, "drop_privileges": drop, "filename": self.filename,
+            "isolation": self.limits.isolation, "use_cgroup": use_cgroup, "env": list(self.limits.env),
         }
         self._workers = [Worker(config, self._scratch / f"w{i}") for i in range(self.limits.workers)]
         for worker in self._workers:
@@ -126,19 +130,28 @@ class Sandbox:
         reply["seconds"] = time.monotonic() - start
         return self._to_evaluation(reply)
 
-    def _to_evaluation(self, reply: dict[str, Any]) -> Evaluation:
-        """Re-validate what came back over the pipe (the candidate could have written it)."""
-        seconds, output = float(reply.get("seconds", 0.0)), str(reply.get("output", ""))
+    def _to_evaluation(self, reply: Any) -> Evaluation:
+        """Re-validate what came back over the pipe (the candidate could have written it),
+        in time linear in its (bounded) size; anything malformed is `bad_output`."""
+        if not isinstance(reply, dict):
+            return Evaluation.failed("bad_output", f"malformed evaluation result: a {type(reply).__name__}")
+        seconds, output = reply.get("seconds", 0.0), reply.get("output", "")
+        seconds = float(seconds) if isinstance(seconds, (int, float)) and 0 <= seconds < 1e9 else 0.0
+        output = output if isinstance(output, str) else ""
         try:
             if "failure" in reply:
-                kind, message = reply["failure"]
+                failure = reply["failure"]
+                if not (isinstance(failure, list) and len(failure) == 2 and all(isinstance(f, str) for f in failure)):
+                    raise BadOutput("a failure is [kind, message]")
+                kind, message = failure
                 if kind not in FAILURE_KINDS:
-                    raise BadOutput(f"unknown failure kind {kind!r}")
-                return Evaluation.failed(kind, str(message), seconds, output)
+                    raise BadOutput(f"unknown failure kind {kind[:40]!r}")
+                return Evaluation.failed(kind, message[:2000], seconds, output)
+            if not isinstance(reply.get("scores"), list) or not isinstance(reply.get("extras", {}), dict):
+                raise BadOutput("no score list")
             scores, _ = to_vector(reply["scores"], self.objectives)
-            extras = dict(reply.get("extras", {}))
-            to_vector(extras, tuple(extras))  # every extra must be a finite number
-        except (BadOutput, KeyError, TypeError, ValueError) as error:
+            _, extras = to_vector({**reply.get("extras", {}), **dict(zip(self.objectives, scores))}, self.objectives)
+        except BadOutput as error:
             return Evaluation.failed("bad_output", f"malformed evaluation result: {error}", seconds, output)
         return Evaluation(scores=scores, extras=extras, seconds=seconds, output=output)
 

@@ -19,16 +19,31 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from evo.sandbox import isolation, protocol
+from evo.sandbox import cgroup, isolation, lockdown, mounts, protocol
+from evo.sandbox.watch import Watch
 
-STDIN, STDOUT = 0, 1
-RESULT_LIMIT = 16 << 20  # a score vector and its extras; more than this cannot be a valid result
+STDIN, STDOUT = 0, 1  # replaced by private copies in main(): fd 1 is for stray output
+
+
+def _private_channel() -> None:
+    """Move the protocol off fds 0 and 1, so that nothing the scorer prints while it is
+    imported (or later) can reach the search process's pipe: fd 1 becomes the log (fd 2)."""
+    global STDIN, STDOUT
+    STDIN, STDOUT = os.dup(0), os.dup(1)
+    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
 
 
 def main() -> None:
+    _private_channel()
     config = protocol.recv(STDIN)
     config["host_pid"] = os.getpid()  # before the PID namespace renames us
     tidy = _Tidy(config["scratch"])  # before the mount namespace makes the host read-only
+    name = cgroup.zygote_name(os.getpid())  # (the search process removes it after us, whatever happened)
+    config["cgroup"] = cgroup.create(name, config["memory_mb"] << 20) if config["use_cgroup"] else None
+    tidy.cgroup = config["cgroup"]
     mode = _enter(config["namespaces"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
     # search process dies, our stdin closes and we exit at the next request.
@@ -40,18 +55,42 @@ def main() -> None:
     except ScorerError as error:
         protocol.send(STDOUT, {"error": str(error)})
         os._exit(0)
+    _preload()
+    isolation.prctl(isolation.PR_SET_DUMPABLE, 0)  # no process of our uid (a candidate, when not root) opens our fds
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()  # fewer copy-on-write faults in each forked evaluation
-    failed: list[str] = []
     if mode == "namespaces":
+        keep = (os.path.dirname(config["cgroup"]),) if config["cgroup"] else ()  # (its parent: we remove it at exit)
         try:
-            failed = isolation.make_readonly(config["scratch"], config["memory_mb"])
-        except OSError as error:  # still in fresh PID and network namespaces; files as in the fallback
-            failed = [f"(all: {error})"]
+            writable = mounts.make_readonly(config["scratch"], config["memory_mb"], keep)
+        except OSError as error:
+            writable = [f"(all: {error})"]
+        if writable:  # a candidate could write there: refuse to serve
+            shown = ", ".join(writable)[:300]
+            protocol.send(STDOUT, {"error": f"the sandbox cannot make these mounts read-only: {shown} "
+                                            "(unmount them, or run with namespaces off)"})
+            os._exit(0)
         _become_namespace_init(config["scratch"], tidy)
     else:
         isolation.prctl(isolation.PR_SET_CHILD_SUBREAPER, 1)
-    Server(config, scorer, mode, tidy).serve(failed)
+    Server(config, scorer, mode, tidy).serve()
+
+
+PRELOAD = ("bisect", "collections", "ctypes", "functools", "heapq", "itertools", "json", "math", "random", "re",
+           "socket", "encodings.idna", "statistics", "subprocess", "threading", "time", "multiprocessing",
+           "numpy", "numpy.random", "numpy.linalg", "numpy.fft", "numpy.polynomial")
+
+
+def _preload() -> None:
+    """Import common modules once: a candidate's process has no capability left to read a
+    Python installation in a private home (such as /root), but finds these in memory."""
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def _enter(wanted: str) -> str:
@@ -78,9 +117,8 @@ def _become_namespace_init(scratch: str, tidy: "_Tidy") -> None:
         isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
         isolation.mount_proc()
         return
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, STDIN)
-    os.dup2(devnull, STDOUT)
+    os.close(STDIN)
+    os.close(STDOUT)
     _, status = os.waitpid(pid, 0)
     try:
         isolation.unmount(scratch)
@@ -100,8 +138,11 @@ class _Tidy:
         self.top = os.open(os.path.dirname(sandbox_dir), os.O_RDONLY | os.O_DIRECTORY)
         self.sandbox_dir = os.path.basename(sandbox_dir)
         self.scratch = os.path.join(self.sandbox_dir, os.path.basename(scratch))
+        self.cgroup: str | None = None  # (in the namespace, through the writable bind mount of its parent)
 
     def __call__(self) -> None:
+        if self.cgroup is not None:
+            cgroup.remove(self.cgroup, attempts=5)
         shutil.rmtree(self.scratch, dir_fd=self.top, ignore_errors=True)
         try:
             os.rmdir(self.sandbox_dir, dir_fd=self.top)
@@ -112,20 +153,25 @@ class _Tidy:
 class Server:
     def __init__(self, config: dict[str, Any], scorer: Any, mode: str, tidy: _Tidy):
         self.config, self.scorer, self.mode, self.tidy = config, scorer, mode, tidy
-        self.user: tuple[int, int] | None = None
+        self.split = config["isolation"] == "process"
+        self.view = _candidate_view(config["scratch"])
+        self.user: tuple[int, int] | None = None  # the scorer's process's
+        self.candidate_user: tuple[int, int] | None = None  # the process that runs the candidate
         if config["drop_privileges"] and os.geteuid() == 0:
             self.user = isolation.private_user(config["host_pid"])
+            self.candidate_user = isolation.private_user(config["host_pid"], candidate=self.split)
 
-    def serve(self, failed_mounts: list[str]) -> None:
-        uid = self.user[0] if self.user else None
-        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "uid": uid, "readonly_failed": failed_mounts})
+    def serve(self) -> None:
+        uids = sorted({user[0] for user in (self.user, self.candidate_user) if user})
+        protocol.send(STDOUT, {"ready": True, "mode": self.mode, "uids": uids, "cgroup": self.config["cgroup"]})
         spare = self._spawn()
         while True:
             try:
                 request = protocol.recv(STDIN)
             except protocol.Closed:
-                if self.mode != "namespaces":
-                    self.tidy()  # (in the namespace, our parent does it)
+                if self.mode != "namespaces":  # (in the namespace, our parent does it)
+                    isolation.kill_tree(spare.pid, False)  # (its processes are in our memory cgroup)
+                    self.tidy()
                 os._exit(0)
             workdir = self._prepare(request["code"])
             try:
@@ -135,7 +181,9 @@ class Server:
             protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
             shutil.rmtree(workdir, ignore_errors=True)
             if self.mode == "namespaces":
-                _empty("/dev/shm")
+                isolation.remove_owned("/dev/shm")
+            elif self.candidate_user is not None:  # the host's /dev/shm: what the evaluation's uids left there
+                isolation.remove_owned("/dev/shm", {self.candidate_user[0], self.user[0]})  # type: ignore[index]
             spare = self._spawn()
 
     def _child_config(self) -> dict[str, Any]:
@@ -152,64 +200,91 @@ class Server:
             "objectives": c["objectives"],
             "required_extras": c["required_extras"],
             "filename": c["filename"],
+            "split": self.split,
             "address_space": address_space + (c["memory_mb"] << 20),
             "cpu_limit": c["cpu_limit"],
             "nproc": nproc,
             "file_bytes": c["memory_mb"] << 20,
+            "memory_mb": c["memory_mb"],
+            "cgroup": c["cgroup"],
             "user": self.user,
+            "candidate_user": self.candidate_user,
             "block_network": self.mode != "namespaces",  # no network namespace: seccomp instead
         }
 
     def _prepare(self, code: str) -> str:
         """A fresh working directory holding the candidate, owned by the evaluation's user."""
         workdir = os.path.join(self.config["scratch"], secrets.token_hex(8))
-        os.mkdir(workdir, 0o700)
+        os.mkdir(workdir, 0o755)  # (the scorer's process may read what the candidate writes)
         path = os.path.join(workdir, self.config["filename"])
         with open(path, "w", encoding="utf-8") as file:
             file.write(code)
-        if self.user is not None:
-            os.chown(workdir, *self.user)
-            os.chown(path, *self.user)
+        if self.candidate_user is not None:
+            os.chown(workdir, *self.candidate_user)
+            os.chown(path, *self.candidate_user)
         return workdir
 
     def _spawn(self) -> "Spare":
-        """Fork the next evaluation process ahead of time: it confines itself, then waits
-        for its working directory, so fork and setup cost no latency when a request comes."""
+        """Fork the next evaluation ahead of time (its candidate's process too, when split):
+        each confines itself, then waits, so fork and setup cost no latency when a request
+        comes. Only the scorer's process gets the result pipe."""
         child_config = self._child_config()
         go_r, go_w = os.pipe()
         result_r, result_w = os.pipe()
         out_r, out_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                from evo.sandbox import child
-
-                os.close(go_w)
-                child.run(self.scorer, go_r, (result_w, out_w), child_config)
-            finally:
-                os._exit(70)
-        for fd in (go_r, result_w, out_w):
+        channel, candidate_pid = None, None
+        if self.split:
+            to_r, to_w = os.pipe()
+            back_r, back_w = os.pipe()
+            candidate_pid = _fork(lambda: _run_candidate((to_r, back_w, out_w), child_config, self.view))
+            os.close(to_r), os.close(back_w)
+            channel = (to_w, back_r)
+        view = None if self.split else self.view  # (the scorer's process keeps the zygote's view)
+        pid = _fork(lambda: _run_scorer(self.scorer, go_r, (result_w, out_w), child_config, channel, view))
+        for fd in (go_r, result_w, out_w, *(channel or ())):
             os.close(fd)
-        return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]))
+        return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]), candidate_pid)
 
     def _run(self, spare: "Spare", workdir: str) -> dict[str, Any]:
         start, finished = time.monotonic(), False
         in_namespace = self.mode == "namespaces"
+        ooms, candidate_status = cgroup.oom_kills(self.config["cgroup"]), None
         try:
             try:
                 os.write(spare.go, workdir.encode())
             finally:
                 os.close(spare.go)
-            finished = spare.watch.until(start + self.config["timeout"])
+            fallback = None if self.config["cgroup"] else self.config["memory_mb"] << 20
+            finished = spare.watch.until(start + self.config["timeout"], fallback)
         finally:  # whatever happened: kill, reap and close everything of this evaluation
             if not finished:
                 isolation.signal_tree(spare.pid, in_namespace)
             _, status, usage = os.wait4(spare.pid, 0)
             seconds = time.monotonic() - start
+            spare.watch.drain()  # (the candidate's output came before its answer: it is in the pipe)
+            result = spare.watch.result()
+            if spare.candidate is not None and _failure_kind(result) == "killed":
+                candidate_status = _status_soon(spare.candidate)  # why did it die?
             isolation.kill_tree(spare.pid, in_namespace)
-            spare.watch.drain()
-        reply = self._classify(spare.watch.result(), status, usage, timed_out=not finished)
-        reply.update(seconds=seconds, output=spare.watch.text())
+        if spare.watch.over_memory:
+            reply = self._over_memory()
+        else:
+            reply = self._classify(result, status, usage, timed_out=not finished)
+        return {**self._blame(reply, candidate_status, ooms), "seconds": seconds, "output": spare.watch.text()}
+
+    def _over_memory(self) -> dict[str, Any]:
+        return {"failure": ["memory", f"the evaluation's processes together exceeded {self.config['memory_mb']} MB"]}
+
+    def _blame(self, reply: dict[str, Any], candidate_status: int | None, ooms: int) -> dict[str, Any]:
+        """Name the limit that killed a process of the evaluation, if one did: the memory
+        cgroup's (whatever the scorer answered: the evaluation went past its limit), or the
+        CPU limit of the candidate's process (when the scorer saw it die)."""
+        if cgroup.oom_kills(self.config["cgroup"]) > ooms:
+            return self._over_memory()
+        if _failure_kind(reply) != "killed":
+            return reply
+        if candidate_status is not None and os.WIFSIGNALED(candidate_status) and os.WTERMSIG(candidate_status) == signal.SIGXCPU:
+            return {"failure": ["timeout", f"exceeded the {self.config['cpu_limit']:g} s CPU-time limit"]}
         return reply
 
     def _classify(self, result: Any, status: int, usage: Any, timed_out: bool) -> dict[str, Any]:
@@ -227,81 +302,66 @@ class Server:
         return {"failure": ["killed", f"the evaluation exited (code {code}) before returning a result"]}
 
 
+def _failure_kind(reply: Any) -> str | None:
+    failure = reply.get("failure") if isinstance(reply, dict) else None
+    return failure[0] if isinstance(failure, list) and failure else None
+
+
+def _status_soon(pid: int, seconds: float = 0.1) -> int | None:
+    """The wait status of a child that is dying now, or None if it is still alive."""
+    end = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done or time.monotonic() > end:
+            return status if done else None
+        time.sleep(0.002)
+
+
+def _fork(body: Any) -> int:
+    """Fork a process that runs `body` (which closes the fds it does not need) and never
+    returns here."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            body()
+        finally:
+            os._exit(70)
+    return pid
+
+
+def _run_scorer(scorer: Any, go: int, fds: tuple[int, int], config: dict, channel: tuple[int, int] | None,
+                view: int | None) -> None:
+    from evo.sandbox import child
+
+    lockdown.enter_view(view)
+    child.run(scorer, go, fds, config, channel)
+
+
+def _run_candidate(fds: tuple[int, int, int], config: dict, view: int | None) -> None:
+    from evo.sandbox import runner
+
+    lockdown.enter_view(view)
+    runner.run(fds, config)
+
+
+def _candidate_view(scratch: str) -> int | None:
+    """As root, when the Python installation (or the scratch directory) lies where other
+    users cannot enter: a mount namespace that shows it to candidates (else None)."""
+    needed = mounts.python_paths() + [scratch]
+    if os.geteuid() != 0 or not mounts.needs_private_view(needed):
+        return None
+    try:
+        return mounts.view_namespace(needed)
+    except OSError:
+        return None  # (then candidates read only what any user may read)
+
+
 @dataclass(frozen=True)
 class Spare:
     pid: int
     go: int  # write the working directory here to start the evaluation
     watch: "Watch"
-
-
-class Watch:
-    """Collects an evaluation's result frame and (truncated) output until it exits."""
-
-    def __init__(self, pid: int, result_fd: int, output_fd: int, keep: int):
-        self.pidfd = os.pidfd_open(pid)
-        self.result_fd, self.output_fd, self.keep = result_fd, output_fd, keep
-        self.buffer, self.output, self.dropped = bytearray(), bytearray(), 0
-        self.open = [result_fd, output_fd]
-
-    def until(self, deadline: float) -> bool:
-        """Read until the process exits (True) or the deadline passes (False)."""
-        while True:
-            ready = protocol.wait_readable([self.pidfd, *self.open], deadline)
-            if not ready:
-                return False
-            for fd in ready:
-                if fd != self.pidfd:
-                    self._read(fd)
-            if self.pidfd in ready:
-                return True
-
-    def _read(self, fd: int) -> bool:
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except BlockingIOError:
-            return False
-        if not chunk:
-            self.open.remove(fd)
-            return False
-        if fd == self.result_fd:
-            if len(self.buffer) < RESULT_LIMIT:
-                self.buffer += chunk
-        else:
-            room = max(0, self.keep - len(self.output))
-            self.output += chunk[:room]
-            self.dropped += len(chunk) - min(room, len(chunk))
-        return True
-
-    def drain(self) -> None:
-        """After every writer is dead: read what is left, then close everything."""
-        for fd in list(self.open):
-            os.set_blocking(fd, False)
-            while fd in self.open and self._read(fd):
-                pass
-        for fd in (self.pidfd, self.result_fd, self.output_fd):
-            os.close(fd)
-
-    def result(self) -> Any:
-        """The result frame; a bad_output failure when bytes came but no valid frame."""
-        try:
-            message = protocol.decode_first(bytes(self.buffer))
-        except ValueError:
-            message = None
-        if self.buffer and not (isinstance(message, dict) and ("scores" in message or "failure" in message)):
-            return {"failure": ["bad_output", "the evaluation wrote a malformed result"]}
-        return message
-
-    def text(self) -> str:
-        text = self.output.decode("utf-8", "replace")
-        return text + (f"\n[... {self.dropped} more bytes of output dropped]" if self.dropped else "")
-
-
-def _empty(directory: str) -> None:
-    for entry in os.scandir(directory):
-        try:
-            shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
-        except OSError:
-            pass
+    candidate: int | None  # the candidate's own process (isolation "process")
 
 
 if __name__ == "__main__":

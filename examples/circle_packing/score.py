@@ -5,9 +5,9 @@ sum_radii: the sum of radii / 2.635 (the best known); smallest: the smallest rad
 An invalid packing (overlap, outside the square, wrong shape) scores zero.
 """
 
-import runpy
-
 import numpy as np
+
+from evo.sandbox import candidate
 
 N, BEST_KNOWN, TOLERANCE = 26, 2.635, 1e-9
 
@@ -22,11 +22,11 @@ def _valid(centers, radii):
 
 
 def _load(path):
-    return runpy.run_path(path, run_name="candidate")
+    return candidate.load(path)  # the candidate's own process; calls return arrays and lists
 
 
 def evaluate(path):
-    centers, radii = _load(path)["run_packing"]()
+    centers, radii = _load(path).run_packing()
     centers, radii = np.asarray(centers, dtype=float), np.asarray(radii, dtype=float)
     if not _valid(centers, radii):
         return {"sum_radii": 0.0, "smallest": 0.0, "spread": 0.0}

@@ -4,10 +4,11 @@ function's minimum by a hidden shift, so a program cannot just return a known op
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import numpy as np
+
+from evo.sandbox import candidate
 
 DIM, BUDGET, SEEDS = 5, 1000, (0, 1, 2)
 
@@ -60,10 +61,18 @@ def _counted(f, budget):
 
 
 def _load(path):
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.minimize
+    return candidate.load(path).minimize  # runs in the candidate's own process; f runs here
+
+
+def _point(answer, low, high):
+    """The candidate's answer as a point in the box, or None (None, NaN, wrong shape...)."""
+    try:
+        x = np.asarray(answer, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if x.shape != (DIM,) or not np.all(np.isfinite(x)):
+        return None
+    return np.clip(x, low, high)
 
 
 def _shifted(f, shift):
@@ -80,8 +89,9 @@ def evaluate(path):
             shift = np.random.default_rng(1000 + seed).uniform(low, high, DIM) * 0.4
             g = _shifted(f, shift)
             wrapped, calls = _counted(g, BUDGET)
-            x = np.clip(np.asarray(minimize(wrapped, DIM, (low, high), BUDGET, np.random.default_rng(seed)), float), low, high)
-            values.append(half / (half + max(0.0, g(x))))
+            x = _point(minimize(wrapped, DIM, (low, high), BUDGET, np.random.default_rng(seed)), low, high)
+            gap = g(x) if x is not None else math.inf
+            values.append(half / (half + gap) if math.isfinite(gap) and gap >= 0 else 0.0)
             calls_used.append(calls[0] / BUDGET)
         scores[name] = float(np.mean(values))
     scores["budget_used"] = float(np.mean(calls_used))

@@ -3,7 +3,6 @@ EVOLVE block; the scorer imports it (inside the sandbox) and scores it per regio
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -81,12 +80,12 @@ def write_spec(problem: Problem, data: Dataset, directory: Path) -> Path:
 
 
 def _load(path: str | Path):
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    if not callable(getattr(module, "expression", None)):
+    from evo.sandbox import candidate  # (the program runs in a process of its own inside the sandbox)
+
+    program = candidate.load(path)
+    if "expression" not in dir(program):
         raise ValueError("the program must define a function `expression(x0, ...)`")
-    return module.expression
+    return program.expression
 
 
 def _predict(function, X: np.ndarray) -> np.ndarray:

@@ -1,5 +1,7 @@
-"""Evaluations/s and per-evaluation overhead of the warm sandbox for a trivial scorer,
-against a fresh `python -c` per evaluation (import the scorer, call it), in the same run.
+"""Evaluations/s and per-evaluation overhead of the warm sandbox for a trivial scorer (it
+loads the candidate and calls one function), against a fresh `python -c` per evaluation
+(import the scorer, call it), in the same run; both isolation modes: "process" (the
+default: the candidate in a process of its own, forgery-proof) and "shared" (one process).
 
     python tests/benchmarks/bench_sandbox.py [--quick] [--namespaces auto|on|off]
 
@@ -24,6 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
@@ -32,7 +35,7 @@ import psutil  # noqa: E402
 from evo import spec  # noqa: E402
 from evo.sandbox import Sandbox  # noqa: E402
 
-SCORER = "def score(path):\n    return [1.0]\n"
+SCORER = "from evo.sandbox import candidate\n\ndef score(path):\n    return [float(candidate.load(path).f())]\n"
 CANDIDATE = "def f():\n    return 1\n"
 
 
@@ -79,7 +82,8 @@ def latency(box: Sandbox, count: int, gap: float = 0.02) -> float:
 def fresh_spawn(directory: Path, count: int, workers: int) -> tuple[float, float]:
     """Wall and CPU seconds per evaluation when every evaluation is a new `python -c`."""
     candidate = directory / "candidate.py"
-    code = f"import sys; sys.path.insert(0, {str(directory)!r}); from trivial import score; print(score({str(candidate)!r}))"
+    code = (f"import sys; sys.path[:0] = [{str(directory)!r}, {str(ROOT)!r}]; from trivial import score; "
+            f"print(score({str(candidate)!r}))")
 
     def one(_: int) -> None:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -107,33 +111,41 @@ def main() -> None:
         directory = Path(tmp)
         (directory / "trivial.py").write_text(SCORER)
         (directory / "candidate.py").write_text(CANDIDATE)
-        rows: dict[str, list[tuple[float, float]]] = {k: [] for k in ("ours_seq", "ours_par", "base_seq", "base_par")}
+        keys = ("ours_seq", "ours_par", "base_seq", "base_par", "shared_seq")
+        rows: dict[str, list[tuple[float, float]]] = {k: [] for k in keys}
         idle: list[float] = []
+        shared_idle: list[float] = []
         one = spec.Sandbox(workers=1, timeout=10.0, memory_mb=256)
         many = spec.Sandbox(workers=args.workers, timeout=10.0, memory_mb=256)
+        shared = spec.Sandbox(workers=1, timeout=10.0, memory_mb=256, isolation="shared")
         scorer = f"{directory / 'trivial.py'}:score"
         with Sandbox(scorer, ["x"], one, namespaces=args.namespaces) as box1, \
-                Sandbox(scorer, ["x"], many, namespaces=args.namespaces) as boxn:
+                Sandbox(scorer, ["x"], many, namespaces=args.namespaces) as boxn, \
+                Sandbox(scorer, ["x"], shared, namespaces=args.namespaces) as box_shared:
             mode = box1.mode
-            ours(box1, 20, False), ours(boxn, 20, True)  # warm up
-            for _ in range(repeats):  # interleaved, so machine load hits both sides alike
+            ours(box1, 20, False), ours(boxn, 20, True), ours(box_shared, 20, False)  # warm up
+            for _ in range(repeats):  # interleaved, so machine load hits all sides alike
                 rows["ours_seq"].append(ours(box1, count, parallel=False))
+                rows["shared_seq"].append(ours(box_shared, count, parallel=False))
                 rows["base_seq"].append(fresh_spawn(directory, spawns, 1))
                 rows["ours_par"].append(ours(boxn, count, parallel=True))
                 rows["base_par"].append(fresh_spawn(directory, spawns, args.workers))
                 idle.append(latency(box1, count // 5) * 1000)
+                shared_idle.append(latency(box_shared, count // 5) * 1000)
 
     ms = {k: summary([wall * 1000 for wall, _ in vs]) for k, vs in rows.items()}
     cpu = {k: summary([c * 1000 for _, c in vs]) for k, vs in rows.items()}
     rate = {k: 1000 / ms[k]["median"] for k in ms}
     print(f"isolation: {mode}; {repeats} repeats; {count} sandbox / {spawns} spawned evaluations per repeat")
-    for key, label in [("ours_seq", "sandbox, 1 at a time"), ("base_seq", "python -c, 1 at a time"),
+    for key, label in [("ours_seq", "sandbox, 1 at a time"), ("shared_seq", "sandbox shared, 1 at a time"),
+                       ("base_seq", "python -c, 1 at a time"),
                        ("ours_par", f"sandbox, {args.workers} in flight"), ("base_par", f"python -c, {args.workers} in flight")]:
         m, c = ms[key], cpu[key]
         print(f"{label:28s} {m['median']:8.2f} ms/eval [{m['min']:.2f}, {m['max']:.2f}]  {rate[key]:8.1f} evals/s"
               f"  CPU {c['median']:6.2f} ms/eval [{c['min']:.2f}, {c['max']:.2f}]")
-    lat = summary(idle)
+    lat, shared_lat = summary(idle), summary(shared_idle)
     print(f"sandbox latency when ready  {lat['median']:8.2f} ms/eval [{lat['min']:.2f}, {lat['max']:.2f}]")
+    print(f"shared latency when ready   {shared_lat['median']:8.2f} ms/eval [{shared_lat['min']:.2f}, {shared_lat['max']:.2f}]")
     print(json.dumps({
         "name": "sandbox",
         "isolation": mode,
@@ -143,6 +155,10 @@ def main() -> None:
         "ours_ms_per_eval": round(ms["ours_seq"]["median"], 3),
         "ours_ms_per_eval_range": [round(ms["ours_seq"]["min"], 3), round(ms["ours_seq"]["max"], 3)],
         "ours_latency_ms": round(lat["median"], 3),
+        "shared_ms_per_eval": round(ms["shared_seq"]["median"], 3),
+        "shared_latency_ms": round(shared_lat["median"], 3),
+        "shared_cpu_ms": round(cpu["shared_seq"]["median"], 3),
+        "process_over_shared_ms": round(ms["ours_seq"]["median"] - ms["shared_seq"]["median"], 3),
         "baseline_ms": round(ms["base_seq"]["median"], 3),
         "ours_cpu_ms": round(cpu["ours_seq"]["median"], 3),
         "baseline_cpu_ms": round(cpu["base_seq"]["median"], 3),

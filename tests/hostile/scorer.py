@@ -1,15 +1,16 @@
 """A scorer for the hostile suite. A candidate chooses a hostile scorer behaviour with a
-`# scorer: NAME` line; otherwise the candidate module is executed and scores (1, 0.5)."""
+`# scorer: NAME` line; otherwise the candidate module is loaded (through
+evo.sandbox.candidate) and scores (1, 0.5), or (1, its `bonus()`) when it has one."""
 
-import importlib.util
 import re
+
+from evo.sandbox import candidate
 
 
 def _run_candidate(path):
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {"a": 1.0, "b": 0.5, "key": 3.0}
+    program = candidate.load(path)
+    b = program.bonus() if "bonus" in dir(program) else 0.5
+    return {"a": 1.0, "b": min(max(float(b), 0.0), 0.5), "key": 3.0}
 
 
 def _forever(path):
@@ -36,6 +37,11 @@ BEHAVIOURS = {
     "keyboard_interrupt": lambda path: (_ for _ in ()).throw(KeyboardInterrupt()),
     "system_exit": lambda path: (_ for _ in ()).throw(SystemExit(3)),
     "forever": _forever,
+    "huge_int": lambda path: {"a": 10 ** 400, "b": 1.0, "key": 1.0},
+    "huge_float": lambda path: {"a": 1e300, "b": 1.0, "key": 1.0},
+    "many_extras": lambda path: {"a": 1.0, "b": 1.0, "key": 1.0, **{f"x{i}": 1.0 for i in range(200_000)}},
+    "long_key": lambda path: {"a": 1.0, "b": 1.0, "key": 1.0, "k" * 100_000: 1.0},
+    "prints_then_scores": lambda path: print("\x00\x00\x00\x05junk!" * 100) or {"a": 1.0, "b": 0.5, "key": 3.0},
 }
 
 
