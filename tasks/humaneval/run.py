@@ -70,6 +70,10 @@ def _child(code, test: str, write: int, timeout: float) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for target in (0, 1, 2):
             os.dup2(null, target)
+        # Nothing but the pass pipe and /dev/null: the caller's other descriptors (inside the
+        # sandbox, the scorer's result channel) are out of the candidate's reach.
+        os.closerange(3, write)
+        os.closerange(write + 1, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
         cpu = math.ceil(timeout) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
