@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
-
-SELECTIONS = ("uniform", "tournament", "boltzmann", "lexicase", "epsilon-lexicase", "dalex", "dirichlet")
-TOPOLOGIES = ("ring", "complete", "random-regular")
-PROMPT_STYLES = ("full", "diff", "versions", "continue")
+from evo.prompts import STYLES as PROMPT_STYLES
+from evo.selection import NAMES as SELECTIONS, options_of
 ISOLATIONS = ("process", "none")
 PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -318,11 +317,9 @@ def _search(t: _Table) -> Search:
     islands = t.integer("islands", d.islands, low=1)
     topology = t.get(
         "topology", d.topology, f"one of {', '.join(map(repr, TOPOLOGIES))} or a list of [a, b] island pairs (< {islands})",
-        lambda v: v in TOPOLOGIES or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
+        lambda v: (isinstance(v, str) and v in TOPOLOGIES) or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
     )
     target = t.get("target", None, "a finite number", _is_num)
-    from evo.selection import options_of
-
     selection = t.choice("selection", d.selection, SELECTIONS)
     options = t.get("selection_options", {}, "a table of option = value", lambda v: isinstance(v, Mapping))
     unknown = sorted(set(options) - set(options_of(selection)))
@@ -332,7 +329,7 @@ def _search(t: _Table) -> Search:
     return Search(
         islands=islands,
         topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
-        migration_interval=t.integer("migration_interval", d.migration_interval, low=1),
+        migration_interval=t.integer("migration_interval", d.migration_interval),
         migration_size=t.integer("migration_size", d.migration_size),
         reset_interval=t.integer("reset_interval", d.reset_interval),
         selection=selection,

@@ -222,3 +222,37 @@ def test_selection_options_and_population_cap_reach_the_database(project):
     assert config.selection == "tournament" and config.selection_options == {"size": 3}
     assert config.population_cap == 50
     assert database_config(spec.load(write(project, MINIMAL)), seed=0).population_cap == spec.Search().population_cap
+
+
+@pytest.mark.parametrize("key, names", [
+    ("search.selection", __import__("evo.selection", fromlist=["NAMES"]).NAMES),
+    ("search.topology", tuple(__import__("evo.database", fromlist=["TOPOLOGIES"]).TOPOLOGIES)),
+    ("prompt.style", __import__("evo.prompts", fromlist=["STYLES"]).STYLES),
+])
+def test_every_registered_name_is_a_valid_spec_value(project, key, names):
+    """The spec checks names against the registries themselves (downsampled-lexicase was refused)."""
+    s = spec.load(write(project, MINIMAL))
+    assert "downsampled-lexicase" in names or key != "search.selection"
+    for name in names:
+        section, field = key.split(".")
+        assert getattr(getattr(s.override({key: name}), section), field) == name
+
+
+def test_migration_interval_zero_means_never_in_the_spec_and_the_database(project, tmp_path):
+    """One rule: 0 = never migrate, like reset_interval; a negative interval is refused by both."""
+    from evo.database import Database, DatabaseConfig
+
+    s = spec.load(write(project, MINIMAL + "[search]\nmigration_interval = 0\n"))
+    assert s.search.migration_interval == 0
+    assert "[search] migration_interval: expected an integer >= 0" in error_of(
+        write(project, MINIMAL + "[search]\nmigration_interval = -1\n"))
+    with pytest.raises(UserError, match="migration_interval"):
+        DatabaseConfig(objectives=("a",), migration_interval=-1)
+    from evo.scores import Evaluation
+    import numpy as np
+
+    with Database.open(tmp_path / "db", DatabaseConfig(objectives=("a",), islands=2, migration_interval=0)) as db:
+        db.add("x = 1", Evaluation(scores=np.array([1.0])), island=0)
+        for _ in range(30):
+            db.end_iteration()
+        assert not [e for e in db.store.events() if e["kind"] == "migration"]

@@ -10,10 +10,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.selection import check_name, check_options
 
-TOPOLOGIES = ("ring", "complete", "random-regular")
 FEATURE_SOURCES = ("code_length", "objective:<name>", "scorer:<key>")
 
 

@@ -20,7 +20,8 @@ import numpy as np
 from evo.database.archive import Archive, Grid, MissingFeature, feature_values
 from evo.database.config import DatabaseConfig
 from evo.database.hashing import exact_hash, normalized_hash
-from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan, topology
+from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
+from evo.database.topology import topology
 from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
