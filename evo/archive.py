@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from evo import spec as specs
-from evo.database import Database, DatabaseConfig, FeatureConfig, normalized_hash
+from evo.database import Database, normalized_hash
 from evo.database import Candidate as Row
 from evo.database.records import Program
 from evo.errors import WorkFailed
@@ -17,24 +17,12 @@ from evo.prompts import Shown
 from evo.scores import Evaluation
 
 
-def database_config(spec: specs.Spec, seed: int) -> DatabaseConfig:
-    search = spec.search
-    return DatabaseConfig(
-        objectives=spec.problem.objectives, weights=spec.problem.weights,
-        features=tuple(FeatureConfig(f.name, f.source, f.range, f.bins) for f in spec.features),
-        islands=search.islands, topology=search.topology, migration_interval=search.migration_interval,
-        migration_size=search.migration_size, reset_interval=search.reset_interval,
-        selection=search.selection, selection_options=dict(search.selection_options), parents=search.parents,
-        inspirations=search.inspirations, population_cap=search.population_cap, seed=seed,
-    )
-
-
 class DatabaseArchive:
     """evo.loop.Archive over evo.database.Database."""
 
     def __init__(self, db: Database, policy: str = "") -> None:
         self.db, self.policy = db, policy
-        self.islands = db.config.islands
+        self.islands = db.config.search.islands
         self.objectives = db.config.objectives
 
     @property
@@ -82,7 +70,7 @@ class DatabaseArchive:
 
 
 def open_archive(spec: specs.Spec, path: Path, seed: int, policy: str = "") -> DatabaseArchive:
-    return DatabaseArchive(Database.open(path, database_config(spec, seed)), policy)
+    return DatabaseArchive(Database.open(path, spec.database_config(seed)), policy)
 
 
 def seed_initial(spec: specs.Spec, archive: DatabaseArchive, evaluator) -> None:

@@ -32,6 +32,7 @@ from evo.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate, Journal
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
 from evo.scores import Evaluation, scalarize
+from evo.spec import PromptSettings, SearchSettings
 
 
 class Evaluator(Protocol):
@@ -55,20 +56,22 @@ class Archive(Protocol):
 
 @dataclass(frozen=True)
 class LoopConfig:
-    iterations: int
+    """The loop's settings; the defaults of the spec's settings are the spec's own."""
+
+    iterations: int = SearchSettings.iterations
     seed: int = 0
-    samples: int = 4  # completions per prompt
+    samples: int = SearchSettings.samples_per_prompt  # completions per prompt
     batch: int = 4  # prompts per policy call
     depth: int = 2  # policy calls that may run ahead of the database
-    style: str = "full"
-    system: str = "You improve programs."
+    style: str = PromptSettings.style
+    system: str = PromptSettings.system
     objectives: tuple[str, ...] = ()
     weights: tuple[float, ...] | None = None  # for the target check; None = equal weights
     stop: tuple[str, ...] = ()
     max_new_tokens: int | None = None  # None: 4096, or for `continue` twice the longest block + 64
     temperature: float = 1.0
     top_p: float = 1.0
-    target: float | None = None
+    target: float | None = SearchSettings.target
 
     @property
     def lag(self) -> int:

@@ -20,7 +20,8 @@ from evo.journal import Journal
 from evo.loop import LoopConfig, Progress, run_loop
 
 RUN_FILE, JOURNAL_FILE, DATABASE_FILE, LOCK_FILE = "run.json", "journal.sqlite", "programs.sqlite", "run.lock"
-LOOP_DEFAULTS = {"batch": 4, "depth": 2, "max_new_tokens": None, "temperature": 1.0, "top_p": 1.0}
+RUN_OPTIONS = ("batch", "depth", "max_new_tokens", "temperature", "top_p")  # loop settings a run stores
+LOOP_DEFAULTS = {name: getattr(LoopConfig, name) for name in RUN_OPTIONS}
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.prompts import STYLES as PROMPT_STYLES
@@ -60,32 +61,7 @@ class Sandbox:
 
 
 @dataclass(frozen=True)
-class Feature:
-    name: str
-    source: str  # "code_length" | "objective:<name>" | "scorer:<key>"
-    range: tuple[float, float]
-    bins: int
-
-
-@dataclass(frozen=True)
-class Search:
-    islands: int = 4
-    topology: str | tuple[tuple[int, int], ...] = "ring"
-    migration_interval: int = 25
-    migration_size: int = 2
-    reset_interval: int = 0
-    selection: str = "lexicase"
-    selection_options: Mapping[str, Any] = field(default_factory=dict)  # keyword options of the strategy
-    parents: int = 2
-    inspirations: int = 2
-    population_cap: int = 1000  # programs per island; 0 = unlimited (a MAP-Elites cell's elite is kept)
-    samples_per_prompt: int = 4
-    iterations: int = 200
-    target: float | None = None
-
-
-@dataclass(frozen=True)
-class Prompt:
+class PromptSettings:
     style: str = "full"
     system: str = "You improve programs."
 
@@ -95,10 +71,15 @@ class Spec:
     path: Path
     problem: Problem
     sandbox: Sandbox
-    features: tuple[Feature, ...]
-    search: Search
-    prompt: Prompt
+    features: tuple[FeatureConfig, ...]
+    search: SearchSettings
+    prompt: PromptSettings
     raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    def database_config(self, seed: int = 0) -> DatabaseConfig:
+        """The program database's configuration for a run of this spec with `seed`."""
+        problem = self.problem
+        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed)
 
     def override(self, values: Mapping[str, Any]) -> "Spec":
         """A new spec with dotted keys replaced ("search.iterations", "features.len.bins"),
@@ -205,12 +186,17 @@ def build(raw: Mapping[str, Any], path: Path, origin: str | None = None) -> Spec
     return Spec(
         path=path,
         problem=problem,
-        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", tuple(Sandbox.__annotations__))),
+        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", _keys(Sandbox))),
         features=features,
-        search=_search(_Table(raw.get("search", {}), origin, "search", tuple(Search.__annotations__))),
-        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", tuple(Prompt.__annotations__))),
+        search=_search(_Table(raw.get("search", {}), origin, "search", _keys(SearchSettings))),
+        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", _keys(PromptSettings))),
         raw=copy.deepcopy(dict(raw)),
     )
+
+
+def _keys(settings: type) -> tuple[str, ...]:
+    """The keys of a section: the fields of the dataclass it becomes."""
+    return tuple(f.name for f in fields(settings))
 
 
 def _problem(t: _Table, path: Path) -> Problem:
@@ -290,8 +276,8 @@ def _sandbox(t: _Table) -> Sandbox:
     )
 
 
-def _feature(name: str, raw: Any, origin: str, problem: Problem) -> Feature:
-    t = _Table(raw, origin, f"features.{name}", tuple(Feature.__annotations__)[1:])
+def _feature(name: str, raw: Any, origin: str, problem: Problem) -> FeatureConfig:
+    t = _Table(raw, origin, f"features.{name}", _keys(FeatureConfig)[1:])
     if name in problem.objectives:
         default_source = f"objective:{name}"
     elif name in ("length", "code_length"):
@@ -309,12 +295,12 @@ def _feature(name: str, raw: Any, origin: str, problem: Problem) -> Feature:
         "range", default_range, "[low, high] with low < high",
         lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_num, v)) and v[0] < v[1],
     )
-    return Feature(name, source, (float(low_high[0]), float(low_high[1])), t.integer("bins", 10, low=1))
+    return FeatureConfig(name, source, (float(low_high[0]), float(low_high[1])), t.integer("bins", FeatureConfig.bins, low=1))
 
 
-def _search(t: _Table) -> Search:
-    d = Search()
-    islands = t.integer("islands", d.islands, low=1)
+def _search(t: _Table) -> SearchSettings:
+    d, low = SearchSettings(), SearchSettings.MINIMUM
+    islands = t.integer("islands", d.islands, low=low["islands"])
     topology = t.get(
         "topology", d.topology, f"one of {', '.join(map(repr, TOPOLOGIES))} or a list of [a, b] island pairs (< {islands})",
         lambda v: (isinstance(v, str) and v in TOPOLOGIES) or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
@@ -326,20 +312,11 @@ def _search(t: _Table) -> Search:
     if unknown:
         t.fail("selection_options", f"options of {selection!r} ({', '.join(options_of(selection)) or 'none'})",
                unknown[0])
-    return Search(
-        islands=islands,
-        topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
-        migration_interval=t.integer("migration_interval", d.migration_interval),
-        migration_size=t.integer("migration_size", d.migration_size),
-        reset_interval=t.integer("reset_interval", d.reset_interval),
-        selection=selection,
-        selection_options=dict(options),
-        parents=t.integer("parents", d.parents, low=1),
-        inspirations=t.integer("inspirations", d.inspirations),
-        population_cap=t.integer("population_cap", d.population_cap),
-        samples_per_prompt=t.integer("samples_per_prompt", d.samples_per_prompt, low=1),
-        iterations=t.integer("iterations", d.iterations, low=1),
-        target=None if target is None else float(target),
+    counts = {name: t.integer(name, getattr(d, name), low=least) for name, least in low.items() if name != "islands"}
+    return SearchSettings(
+        islands=islands, topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
+        selection=selection, selection_options=dict(options), target=None if target is None else float(target),
+        **counts,
     )
 
 
@@ -347,6 +324,6 @@ def _is_edge(edge: Any, islands: int) -> bool:
     return isinstance(edge, list) and len(edge) == 2 and all(_is_int(i) and 0 <= i < islands for i in edge)
 
 
-def _prompt(t: _Table) -> Prompt:
-    d = Prompt()
-    return Prompt(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)))
+def _prompt(t: _Table) -> PromptSettings:
+    d = PromptSettings()
+    return PromptSettings(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)))

@@ -110,7 +110,7 @@ def test_spec_flags_override_the_spec(problem, tmp_path):
     assert settings["overrides"] == {"search.iterations": 3, "search.islands": 3, "prompt.style": "diff",
                                      "features.length.bins": 5}
     config = json.loads(sqlite3.connect(out / "programs.sqlite").execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
-    assert config["islands"] == 3 and config["features"][0]["bins"] == 5
+    assert config["search"]["islands"] == 3 and config["features"][0]["bins"] == 5
 
 
 @pytest.mark.parametrize(

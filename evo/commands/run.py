@@ -13,8 +13,9 @@ import click
 
 from evo import spec as specs
 from evo.errors import UserError
+from evo.loop import LoopConfig
 
-_SECTIONS = {"sandbox": specs.Sandbox, "search": specs.Search, "prompt": specs.Prompt}
+_SECTIONS = {"sandbox": specs.Sandbox, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
 
 
 def _click_type(annotation: object) -> type:
@@ -82,13 +83,14 @@ def _set_threads(threads: int | None, policy_uri: str | None) -> None:
               help="continue the run in DIR (after a crash or kill)")
 @click.option("--executor", type=click.Choice(["process", "ray"]), default=None,
               help="evaluation workers: the sandbox's process pool (default) or Ray actors")
-@click.option("--batch", type=click.IntRange(min=1), default=None, help="prompts per policy call (default 4)")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help=f"prompts per policy call (default {LoopConfig.batch})")
 @click.option("--depth", type=click.IntRange(min=1), default=None,
-              help="policy calls allowed ahead of the database (default 2)")
+              help=f"policy calls allowed ahead of the database (default {LoopConfig.depth})")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None,
               help="completion budget (default 4096; continue prompts: twice the parent's block + 64)")
-@click.option("--temperature", type=click.FloatRange(min=0), default=None, help="default 1.0")
-@click.option("--top-p", type=click.FloatRange(min=0, max=1), default=None, help="default 1.0")
+@click.option("--temperature", type=click.FloatRange(min=0), default=None, help=f"default {LoopConfig.temperature}")
+@click.option("--top-p", type=click.FloatRange(min=0, max=1), default=None, help=f"default {LoopConfig.top_p}")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override any spec key, e.g. --set features.length.bins=20 (repeatable)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -101,7 +103,7 @@ def command(spec_path, policy_uri, seed, out, resume_dir, executor, batch, depth
     from evo import policies, run_dir
 
     loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
-                    "temperature": temperature, "top_p": top_p}
+                    "temperature": temperature, "top_p": top_p}  # run_dir.RUN_OPTIONS
     loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:

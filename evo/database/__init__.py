@@ -5,8 +5,8 @@
     parents, inspirations = db.sample(island, rng); db.end_iteration()
 """
 
-from evo.database.archive import Archive, Grid, feature_values
-from evo.database.config import DatabaseConfig, FeatureConfig
+from evo.database.archive import Archive, Grid
+from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.database import DB_FILE, Candidate, Database, database_file
 from evo.database.hashing import exact_hash, normalize, normalized_hash
 from evo.database.topology import TOPOLOGIES, topology
@@ -15,6 +15,6 @@ from evo.database.records import Program
 from evo.database.store import Store
 
 __all__ = [
-    "Archive", "Candidate", "DB_FILE", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "Store",
-    "database_file", "exact_hash", "feature_values", "normalize", "normalized_hash", "pareto_mask", "topology",
+    "Archive", "Candidate", "DB_FILE", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "SearchSettings", "Store",
+    "database_file", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
 ]

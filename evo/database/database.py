@@ -17,7 +17,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from evo.database.archive import Archive, Grid, MissingFeature, feature_values
+from evo.database.archive import Archive, Grid
 from evo.database.config import DatabaseConfig
 from evo.database.hashing import exact_hash, normalized_hash
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
@@ -26,6 +26,7 @@ from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
 from evo.errors import UserError
+from evo.features import MissingFeature, feature_values
 from evo.scores import Evaluation, scalarize
 from evo.selection import select
 
@@ -55,7 +56,7 @@ class Database:
         self.config = config
         self.weights = np.asarray(config.weight_vector, dtype=np.float64)
         self.grid = Grid(config.features)
-        self.graph = topology(config.topology, config.islands, config.seed)
+        self.graph = topology(config.search.topology, config.search.islands, config.seed)
         self._lock = threading.RLock()
         self._load()
         store.after_rollback = self._load  # a failed write leaves memory as the store is
@@ -75,7 +76,7 @@ class Database:
             config = DatabaseConfig.from_json(stored)
         elif stored is not None:
             old = DatabaseConfig.from_json(stored)
-            if (old.objectives, old.islands, old.features) != (config.objectives, config.islands, config.features):
+            if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
                 store.close()
                 raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
         if stored != config.to_json():
@@ -84,7 +85,7 @@ class Database:
 
     def _load(self) -> None:
         """(Re)build every in-memory index by replaying the store in id order."""
-        self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.islands)]
+        self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.search.islands)]
         self.programs: dict[int, Program] = {}
         self.seen: set[str] = set()
         self.archive = Archive(self.grid)
@@ -135,9 +136,10 @@ class Database:
                 self.iteration += 1
                 self.store.set_meta("iteration", str(self.iteration))
                 done: dict[str, Any] = {"iteration": self.iteration, "migrated": 0, "reset": []}
-                if self.config.migration_interval and self.iteration % self.config.migration_interval == 0:
+                search = self.config.search
+                if search.migration_interval and self.iteration % search.migration_interval == 0:
                     done["migrated"] = self._migrate()
-                if self.config.reset_interval and self.iteration % self.config.reset_interval == 0:
+                if search.reset_interval and self.iteration % search.reset_interval == 0:
                     done["reset"] = self._reset()
                 return done
 
@@ -165,10 +167,11 @@ class Database:
         if not np.isfinite(scores).all():
             return Program(**base, failure_kind="bad_output", failure_message=f"non-finite scores {scores.tolist()}")
         try:
-            features = feature_values(self.config.features, code, scores, evaluation.extras, self.config.objectives)
+            values = feature_values(self.config.features, code, scores, evaluation.extras, self.config.objectives)
         except MissingFeature as error:
             return Program(**base, failure_kind="bad_output", failure_message=str(error))
         scalar = float(scalarize(scores, self.weights))
+        features = tuple(float(v) for v in values)
         return Program(**base, scores=scores, scalar=scalar, features=features, extras=dict(evaluation.extras))
 
     def _copy(self, source: Program, island: int, origin: str) -> Program:
@@ -199,10 +202,10 @@ class Database:
             self.programs[program_id] = dataclasses.replace(self.programs[program_id], removed=self.iteration)
 
     def _evict(self, island: Island) -> None:
-        self._remove(island, eviction_plan(island, self.config.population_cap))
+        self._remove(island, eviction_plan(island, self.config.search.population_cap))
 
     def _migrate(self) -> int:
-        plan = migration_plan(self.islands, self.graph, self.config.migration_size)
+        plan = migration_plan(self.islands, self.graph, self.config.search.migration_size)
         copies = self._insert([self._copy(program, destination, "migrant") for program, destination in plan])
         moves = [[c.source, c.island, c.id] for c in copies]
         self.store.event(self.iteration, "migration", {"moves": moves})
@@ -238,10 +241,11 @@ class Database:
             if not members.members:
                 return [], []
             population, ids = members.population(self.weights)
-            k = self.config.parents + self.config.inspirations
-            chosen = ids[select(self.config.selection, population, k, rng, **self.config.selection_options)]
-            parents = list(dict.fromkeys(chosen[: self.config.parents].tolist()))
-            inspirations = [i for i in dict.fromkeys(chosen[self.config.parents :].tolist()) if i not in parents]
+            search = self.config.search
+            k = search.parents + search.inspirations
+            chosen = ids[select(search.selection, population, k, rng, **search.selection_options)]
+            parents = list(dict.fromkeys(chosen[: search.parents].tolist()))
+            inspirations = [i for i in dict.fromkeys(chosen[search.parents :].tolist()) if i not in parents]
             return [self.programs[i] for i in parents], [self.programs[i] for i in inspirations]
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:

@@ -32,7 +32,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from evo.database import Candidate, Database, DatabaseConfig, FeatureConfig  # noqa: E402
+from evo.database import Candidate, Database, DatabaseConfig, FeatureConfig, SearchSettings  # noqa: E402
 from evo.scores import Evaluation  # noqa: E402
 from evo.selection import Population, select  # noqa: E402
 
@@ -63,8 +63,9 @@ def median_ms(call, reps: int) -> tuple[float, float, float]:
 
 def bench_inserts(directory: str, n: int, d: int, islands: int, batch: int, cap: int) -> dict:
     config = DatabaseConfig(
-        objectives=tuple(f"t{i}" for i in range(d)), islands=islands, migration_interval=0, population_cap=cap,
-        features=(FeatureConfig("length", "code_length", (0, 200), 10),), selection="lexicase",
+        objectives=tuple(f"t{i}" for i in range(d)),
+        features=(FeatureConfig("length", "code_length", (0, 200), 10),),
+        search=SearchSettings(islands=islands, migration_interval=0, population_cap=cap, selection="lexicase"),
     )
     rng = np.random.default_rng(0)
     db = Database.open(directory, config)
