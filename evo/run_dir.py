@@ -1,9 +1,11 @@
 """A run directory: what `evo run` writes and what `evo run --resume` and `evo show` read.
 
     DIR/run.json          the run's settings (spec path, overrides, policy, seed, loop options)
-    DIR/journal.sqlite    generated candidates and evaluations (evo/journal.py)
-    DIR/programs.sqlite   the program database
+    DIR/programs.sqlite   the program database and the loop's journal (one SQLite file)
     DIR/best.<ext>        the best program so far (rewritten at the end of a run)
+
+A run directory of the earlier layout also held DIR/journal.sqlite; resuming it moves that
+journal into programs.sqlite.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from evo import spec as specs
-from evo.errors import UserError
-from evo.journal import Journal
-from evo.loop import LoopConfig, Progress, run_loop
+from evo.database import DB_FILE as DATABASE_FILE
+from evo.database import Database
+from evo.errors import UserError, WorkFailed
+from evo.loop import Evolution, LoopConfig, Progress, run
 
-RUN_FILE, JOURNAL_FILE, DATABASE_FILE, LOCK_FILE = "run.json", "journal.sqlite", "programs.sqlite", "run.lock"
+RUN_FILE, LOCK_FILE = "run.json", "run.lock"
+LEGACY_JOURNAL_FILE = "journal.sqlite"  # the loop's journal before it moved into DATABASE_FILE
 RUN_OPTIONS = ("batch", "depth", "max_new_tokens", "temperature", "top_p")  # loop settings a run stores
 LOOP_DEFAULTS = {name: getattr(LoopConfig, name) for name in RUN_OPTIONS}
 
@@ -83,10 +87,8 @@ def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | 
 def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
     return LoopConfig(
         iterations=spec.search.iterations, seed=config.seed, samples=spec.search.samples_per_prompt,
-        batch=config.loop["batch"], depth=config.loop["depth"], style=spec.prompt.style,
-        system=spec.prompt.system, objectives=spec.problem.objectives, weights=spec.problem.weights,
-        max_new_tokens=config.loop["max_new_tokens"], temperature=config.loop["temperature"],
-        top_p=config.loop["top_p"], target=spec.search.target,
+        style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target,
+        **{name: config.loop[name] for name in RUN_OPTIONS},
     )
 
 
@@ -98,6 +100,29 @@ def make_evaluator(spec: specs.Spec, executor: str):
     from evo.sandbox.pool import Sandbox
 
     return Sandbox.from_spec(spec)
+
+
+def seed_initial(spec: specs.Spec, db: Database, evaluator) -> None:
+    """Evaluate and insert the initial program(s) once; the run fails if the first one fails."""
+    if db.programs:
+        return
+    for index, path in enumerate(spec.problem.programs):
+        code = path.read_text(encoding="utf-8")
+        evaluation = evaluator.submit(code).result()
+        if index == 0 and not evaluation.ok:
+            failure = evaluation.failure
+            raise WorkFailed(f"the initial program {path} fails: {failure.kind}: {failure.message}; check it with evo check")
+        if not db.is_duplicate(code):
+            db.add_initial(code, evaluation)
+
+
+def write_best(spec: specs.Spec, db: Database, directory: Path) -> Path | None:
+    best = db.best()
+    if best is None:
+        return None
+    path = Path(directory) / f"best{spec.problem.program.suffix}"
+    path.write_text(best.code, encoding="utf-8")
+    return path
 
 
 @contextmanager
@@ -120,25 +145,24 @@ def execute(config: RunConfig, policy, progress: bool = True) -> str:
 
 
 def _execute(config: RunConfig, policy, progress: bool) -> str:
-    from evo import archive as archives
-
     spec = config.spec()
-    journal = Journal(config.directory / JOURNAL_FILE)
-    archive = archives.open_archive(spec, config.directory / DATABASE_FILE, config.seed, config.policy)
-    evaluator = make_evaluator(spec, config.executor)
+    db = Database.open(config.directory, spec.database_config(config.seed))
+    evaluator = None
     try:
-        archives.seed_initial(spec, archive, evaluator)
-        bar = _ProgressBar(spec.search.iterations, journal.committed(), enabled=progress)
+        db.journal.adopt(config.directory / LEGACY_JOURNAL_FILE)
+        evaluator = make_evaluator(spec, config.executor)
+        seed_initial(spec, db, evaluator)
+        bar = _ProgressBar(spec.search.iterations, db.iteration, enabled=progress)
         try:
-            result = run_loop(loop_config(spec, config), policy, evaluator, archive, journal, bar.update)
+            result = run(Evolution(loop_config(spec, config), db, config.policy), policy, evaluator, bar.update)
         finally:
             bar.close()
-        archives.write_best(spec, archive, config.directory)
+        write_best(spec, db, config.directory)
         return _summary(result, config.directory)
     finally:
-        evaluator.close()
-        archive.close()
-        journal.close()
+        if evaluator is not None:
+            evaluator.close()
+        db.close()
 
 
 def _summary(result: Progress, directory: Path) -> str:

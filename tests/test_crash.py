@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from evo.database import Candidate, Database, DatabaseConfig, SearchSettings
+    from evo.database import Database, EvaluatedCandidate, DatabaseConfig, SearchSettings
     from evo.scores import Evaluation
 
     config = DatabaseConfig(objectives=("a", "b"), search=SearchSettings(
@@ -34,7 +34,7 @@ CHILD = textwrap.dedent(
         batch += 1
         rng = np.random.default_rng(batch)
         candidates = [
-            Candidate(f"batch = {batch}\\npart = {part}\\n", Evaluation(scores=rng.random(2)), island=part)
+            EvaluatedCandidate(f"batch = {batch}\\npart = {part}\\n", Evaluation(scores=rng.random(2)), island=part)
             for part in range(3)
         ]
         for program in db.add_many(candidates):

@@ -9,12 +9,13 @@ import pytest
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'vpo-evo[ray]')")
 
 from evo import spec as specs  # noqa: E402
-from evo.journal import Journal  # noqa: E402
-from evo.loop import Loop, LoopConfig  # noqa: E402
+from evo.database import Database  # noqa: E402
+from evo.loop import Evolution, LoopConfig  # noqa: E402
+from evo.loop import run as run_loop  # noqa: E402
 from evo.policies.mutate import MutatePolicy  # noqa: E402
 from evo.ray_executor import RayEvaluator  # noqa: E402
 from evo.sandbox.pool import Sandbox  # noqa: E402
-from tests.test_loop import PROGRAM, SCORER, ListArchive, snapshot  # noqa: E402
+from tests.test_loop import DATABASE, PROGRAM, SCORER, snapshot  # noqa: E402
 
 SPEC = """
 [problem]
@@ -29,12 +30,11 @@ timeout = 10.0
 
 
 def run(tmp_path: Path, name: str, evaluator) -> tuple:
-    archive = ListArchive(2)
-    archive.seed(PROGRAM, evaluator.submit(PROGRAM).result().scores)
-    journal = Journal(tmp_path / f"{name}.sqlite")
+    db = Database.open(tmp_path / name, DATABASE)
+    db.add_initial(PROGRAM, evaluator.submit(PROGRAM).result())
     config = LoopConfig(iterations=10, seed=3, samples=2, batch=2, depth=2)
-    Loop(config, MutatePolicy(), evaluator, archive, journal).run()
-    return snapshot(journal)
+    run_loop(Evolution(config, db), MutatePolicy(), evaluator)
+    return snapshot(db)
 
 
 @pytest.mark.slow

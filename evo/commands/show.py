@@ -14,8 +14,6 @@ from evo.errors import UserError
 def summary(directory: Path) -> dict:
     """The DESIGN.md shape: programs, failures, iterations, best, pareto, coverage (+ counts)."""
     from evo.database import Database, database_file
-    from evo.journal import Journal
-    from evo.run_dir import JOURNAL_FILE
 
     if not database_file(directory).is_file():
         raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
@@ -25,11 +23,7 @@ def summary(directory: Path) -> dict:
         best = db.best()
         pareto = [{"id": p.id, "scalar": p.scalar, "scores": dict(zip(objectives, map(float, p.scores)))}
                   for p in db.pareto()]
-    counts = {"parse": 0, "duplicate": 0}
-    if (directory / JOURNAL_FILE).is_file():
-        journal = Journal(directory / JOURNAL_FILE)
-        counts = journal.counts()
-        journal.close()
+        counts = db.journal.counts()
     return {
         "programs": stats["programs"],
         "failures": stats["failures"],

@@ -7,7 +7,8 @@
 
 from evo.database.archive import Archive, Grid
 from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
-from evo.database.database import DB_FILE, Candidate, Database, database_file
+from evo.database.database import DB_FILE, Database, EvaluatedCandidate, database_file
+from evo.database.journal import Candidate, CandidateJournal
 from evo.database.hashing import exact_hash, normalize, normalized_hash
 from evo.database.topology import TOPOLOGIES, topology
 from evo.database.pareto import pareto_mask
@@ -15,6 +16,6 @@ from evo.database.records import Program
 from evo.database.store import Store
 
 __all__ = [
-    "Archive", "Candidate", "DB_FILE", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "SearchSettings", "Store",
+    "Archive", "Candidate", "CandidateJournal", "DB_FILE", "EvaluatedCandidate", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "SearchSettings", "Store",
     "database_file", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
 ]

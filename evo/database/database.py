@@ -20,6 +20,7 @@ import numpy as np
 from evo.database.archive import Archive, Grid
 from evo.database.config import DatabaseConfig
 from evo.database.hashing import exact_hash, normalized_hash
+from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
 from evo.database.pareto import pareto_mask
@@ -34,7 +35,7 @@ DB_FILE = "programs.sqlite"
 
 
 @dataclass(frozen=True)
-class Candidate:
+class EvaluatedCandidate:
     """One evaluated candidate for `Database.add_many`."""
 
     code: str
@@ -57,6 +58,7 @@ class Database:
         self.weights = np.asarray(config.weight_vector, dtype=np.float64)
         self.grid = Grid(config.features)
         self.graph = topology(config.search.topology, config.search.islands, config.seed)
+        self.journal = CandidateJournal(store)
         self._lock = threading.RLock()
         self._load()
         store.after_rollback = self._load  # a failed write leaves memory as the store is
@@ -107,9 +109,9 @@ class Database:
 
     def add(self, code: str, evaluation: Evaluation, *, island: int, parents: Sequence[int] = (), policy: str = "") -> Program:
         """Store one evaluated candidate (a failure too); returns after the commit."""
-        return self.add_many([Candidate(code, evaluation, island, tuple(parents), policy)])[0]
+        return self.add_many([EvaluatedCandidate(code, evaluation, island, tuple(parents), policy)])[0]
 
-    def add_many(self, candidates: Iterable[Candidate]) -> list[Program]:
+    def add_many(self, candidates: Iterable[EvaluatedCandidate]) -> list[Program]:
         """Store several candidates in ONE transaction; returns after its commit."""
         with self._lock:
             records = [self._record(c) for c in candidates]
@@ -118,7 +120,7 @@ class Database:
     def add_initial(self, code: str, evaluation: Evaluation, *, policy: str = "initial") -> Program:
         """The initial program: evaluated once, on island 0, and copied to every other island."""
         with self._lock:
-            record = self._record(Candidate(code, evaluation, 0, (), policy))
+            record = self._record(EvaluatedCandidate(code, evaluation, 0, (), policy))
 
             def write() -> Program:
                 (first,) = self._insert([record])
@@ -145,12 +147,26 @@ class Database:
 
             return self._write(write)
 
+    def commit_iterations(self, batch: Sequence[tuple[int, Sequence[tuple[Candidate, Evaluation]]]],
+                          policy: str = "") -> None:
+        """Insert iterations' evaluated candidates and count each iteration, all in ONE transaction
+        (the loop's journal is in the same file, so nothing needs reconciling after a kill)."""
+        with self._lock, self.store.transaction():
+            for iteration, evaluated in batch:
+                if self.iteration != iteration:
+                    raise RuntimeError(f"database is at iteration {self.iteration}, asked to commit {iteration}")
+                rows = [EvaluatedCandidate(c.code, e, c.island, tuple(int(p) for p in c.parents if p is not None), policy)
+                        for c, e in evaluated]
+                if rows:
+                    self.add_many(rows)
+                self.end_iteration()
+
     def _write(self, work: Any) -> Any:
         """Run `work` in one transaction (memory follows as it goes; a rollback rebuilds it)."""
         with self.store.transaction():
             return work()
 
-    def _record(self, candidate: Candidate) -> Program:
+    def _record(self, candidate: EvaluatedCandidate) -> Program:
         if not 0 <= candidate.island < len(self.islands):
             raise ValueError(f"island {candidate.island} out of range 0..{len(self.islands) - 1}")
         code, evaluation = candidate.code, candidate.evaluation

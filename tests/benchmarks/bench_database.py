@@ -32,7 +32,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from evo.database import Candidate, Database, DatabaseConfig, FeatureConfig, SearchSettings  # noqa: E402
+from evo.database import Database, EvaluatedCandidate, DatabaseConfig, FeatureConfig, SearchSettings  # noqa: E402
 from evo.scores import Evaluation  # noqa: E402
 from evo.selection import Population, select  # noqa: E402
 
@@ -73,7 +73,7 @@ def bench_inserts(directory: str, n: int, d: int, islands: int, batch: int, cap:
     for first in range(0, n, batch):
         scores = rng.random((min(batch, n - first), d))
         db.add_many(
-            Candidate(f"def f(x):\n    return x * {first + j}\n", Evaluation(scores=row), island=(first + j) % islands)
+            EvaluatedCandidate(f"def f(x):\n    return x * {first + j}\n", Evaluation(scores=row), island=(first + j) % islands)
             for j, row in enumerate(scores)
         )
     seconds = time.perf_counter() - start
