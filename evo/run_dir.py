@@ -39,22 +39,51 @@ class RunConfig:
     loop: dict = field(default_factory=lambda: dict(LOOP_DEFAULTS))
 
     def save(self) -> None:
+        """Write run.json (atomically: a kill never leaves half a file)."""
         data = {**asdict(self), "directory": None, "spec_path": str(self.spec_path)}
-        (self.directory / RUN_FILE).write_text(json.dumps(data, indent=2) + "\n")
+        path = self.directory / RUN_FILE
+        try:
+            partial = path.with_name(RUN_FILE + ".tmp")
+            partial.write_text(json.dumps(data, indent=2) + "\n")
+            partial.replace(path)
+        except OSError as error:
+            raise UserError(f"{self.directory}: cannot write the run directory ({error.strerror}); pick another --out") from None
 
     @classmethod
     def read(cls, directory: Path) -> "RunConfig":
+        path = directory / RUN_FILE
         try:
-            data = json.loads((directory / RUN_FILE).read_text())
+            data = json.loads(path.read_text())
         except FileNotFoundError:
             raise UserError(f"{directory}: not a run directory (no {RUN_FILE}); start one with evo run SPEC --out DIR") from None
-        except (OSError, json.JSONDecodeError) as error:
-            raise UserError(f"{directory / RUN_FILE}: unreadable: {error}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{path}: unreadable: {error}") from None
+        problem = _run_file_problem(data)
+        if problem:
+            raise UserError(f"{path}: not a valid run file ({problem}); restore it or start a new run with evo run SPEC")
         return cls(**{**data, "directory": directory, "spec_path": Path(data["spec_path"])})
 
     def spec(self) -> specs.Spec:
         spec = specs.load(self.spec_path)
         return spec.override(self.overrides) if self.overrides else spec
+
+
+_RUN_FILE_TYPES = {"spec_path": str, "policy": str, "seed": int, "executor": str, "overrides": dict, "loop": dict}
+
+
+def _run_file_problem(data: object) -> str:
+    """What is wrong with a parsed run.json, or ''."""
+    if not isinstance(data, dict):
+        return "expected a JSON object"
+    for key, kind in _RUN_FILE_TYPES.items():
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            return f"{key!r} should be a {kind.__name__}, found {data.get(key)!r}"[:200]
+    unknown = sorted(set(data) - {*_RUN_FILE_TYPES, "directory"}) + sorted(set(data["loop"]) - set(RUN_OPTIONS))
+    if unknown:
+        return f"unknown key {unknown[0]!r}"
+    if data["executor"] not in ("process", "ray"):
+        return f"executor should be 'process' or 'ray', found {data['executor']!r}"
+    return ""
 
 
 def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
@@ -68,19 +97,22 @@ def new_config(spec_path: Path, policy: str, seed: int, out: Path | None, overri
     directory = Path(out) if out is not None else Path("runs") / spec.problem.name
     if (directory / RUN_FILE).exists():
         raise UserError(f"{directory} already holds a run; continue it with evo run --resume {directory} or pick another --out")
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"{directory}: cannot create the run directory ({error.strerror}); pick another --out") from None
     config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), {**LOOP_DEFAULTS, **loop})
     config.save()
     return config
 
 
 def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | None) -> RunConfig:
-    """The stored settings, with new overrides on top (e.g. a larger --iterations)."""
+    """The stored settings, with new overrides on top (e.g. a larger --iterations); nothing is
+    written here: `execute` saves them once the run directory has accepted them."""
     config = RunConfig.read(Path(directory))
     config = replace(config, overrides={**config.overrides, **overrides}, loop={**config.loop, **loop},
                      executor=executor or config.executor)
-    config.spec()  # validate before saving
-    config.save()
+    config.spec()  # validate
     return config
 
 
@@ -130,7 +162,11 @@ def _exclusive(directory: Path):
     """One `evo run` per run directory at a time (an advisory lock the kernel drops on exit)."""
     import fcntl
 
-    with open(directory / LOCK_FILE, "a+") as lock:
+    try:
+        lock = open(directory / LOCK_FILE, "a+")
+    except OSError as error:
+        raise UserError(f"{directory}: cannot use the run directory ({error.strerror}); pick another --out") from None
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -139,17 +175,19 @@ def _exclusive(directory: Path):
 
 
 def execute(config: RunConfig, policy, progress: bool = True) -> str:
-    """Run (or continue) the loop to the budget or the target; return a one-line summary."""
+    """Run (or continue) the loop to the budget or the target; return a one-line summary.
+    The settings are saved to run.json only after the lock and the database accepted them."""
     with _exclusive(config.directory):
         return _execute(config, policy, progress)
 
 
 def _execute(config: RunConfig, policy, progress: bool) -> str:
     spec = config.spec()
-    db = Database.open(config.directory, spec.database_config(config.seed))
+    db = Database.open(config.directory, spec.database_config(config.seed),
+                       adopt=config.directory / LEGACY_JOURNAL_FILE)
     evaluator = None
     try:
-        db.journal.adopt(config.directory / LEGACY_JOURNAL_FILE)
+        config.save()
         evaluator = make_evaluator(spec, config.executor)
         seed_initial(spec, db, evaluator)
         bar = _ProgressBar(spec.search.iterations, db.iteration, enabled=progress)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 import types
 import typing
@@ -50,8 +49,11 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
     for name, value in options.items():
         if "__" in name and value is not None:
             section, key = name.split("__", 1)
-            if key == "topology" and isinstance(value, str) and value.startswith("["):
-                value = json.loads(value)
+            if key == "topology" and isinstance(value, str) and value.lstrip().startswith("["):
+                value = _parse_value(value)
+                if isinstance(value, str):
+                    raise UserError(f"--topology {value!r}: expected a topology name or a list of island pairs, "
+                                    "e.g. --topology '[[0, 1], [1, 2]]'")
             overrides[f"{section}.{key}"] = value
     for item in sets:
         key, sep, value = item.partition("=")

@@ -8,6 +8,7 @@ so `Database.open` on a killed run's directory rebuilds the same state.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -64,26 +65,43 @@ class Database:
         store.after_rollback = self._load  # a failed write leaves memory as the store is
 
     @classmethod
-    def open(cls, path: Path | str, config: DatabaseConfig | None = None) -> "Database":
-        """Open (or create) a run's database; without `config`, the stored one is used (resume)."""
+    def open(cls, path: Path | str, config: DatabaseConfig | None = None, *, adopt: Path | None = None) -> "Database":
+        """Open (or create) a run's database; without `config`, the stored one is used (resume).
+        `adopt`: an old separate journal file to move in (CandidateJournal.adopt). Nothing is
+        written until the stored run accepted `config` and every row was read."""
         file = database_file(path)
         if config is None and not file.exists():
             raise UserError(f"{path}: no run found here (no {file.name}); start one with `evo run SPEC`")
         store = Store(file)
-        stored = store.get_meta("config")
-        if config is None:
-            if stored is None:
-                store.close()
-                raise UserError(f"{path}: no run found here (the database has no config); start one with `evo run SPEC`")
-            config = DatabaseConfig.from_json(stored)
-        elif stored is not None:
-            old = DatabaseConfig.from_json(stored)
-            if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
-                store.close()
-                raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+        try:
+            stored = store.get_meta("config")
+            config = cls._settled(path, stored, config)
+            db = cls(store, config)
+            if adopt is not None:
+                db.journal.adopt(adopt)
+        except UserError:
+            store.close()
+            raise
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as error:
+            store.close()
+            raise UserError(f"{file}: not a usable program database ({type(error).__name__}: {error}); "
+                            "restore it from a copy or start a new run") from None
         if stored != config.to_json():
             store.set_meta("config", config.to_json())
-        return cls(store, config)
+        return db
+
+    @staticmethod
+    def _settled(path: Path | str, stored: str | None, config: DatabaseConfig | None) -> DatabaseConfig:
+        """The config to open with: the stored one (resume) or `config` when it fits the stored run."""
+        if config is None:
+            if stored is None:
+                raise UserError(f"{path}: no run found here (the database has no config); start one with `evo run SPEC`")
+            return DatabaseConfig.from_json(stored)
+        if stored is not None:
+            old = DatabaseConfig.from_json(stored)
+            if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
+                raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+        return config
 
     def _load(self) -> None:
         """(Re)build every in-memory index by replaying the store in id order."""
