@@ -1,13 +1,13 @@
 """The evolution loop as ask / tell / commit, and the short runner that overlaps them.
 
-    evolution = Evolution(LoopConfig(iterations=20), db)      # db: an open evo.database.Database
+    evolution = Evolution(LoopConfig.for_spec(spec), db)     # db: an open evo.database.Database
     while not evolution.done:
-        group = evolution.ask()                              # the next group's prompts (or None: commit first)
-        if group is not None:
-            replies = policy.generate(group.texts, **group.options)
-            for candidate in evolution.tell(group, replies):  # parsed, deduplicated, journaled
-                evolution.commit([(candidate, evaluator.evaluate(candidate.code))])
-        evolution.commit()                                    # insert what is finished
+        group = evolution.ask()                              # the next group's prompts (None: commit first)
+        if group is None:
+            evolution.commit()                               # insert what is finished
+            continue
+        candidates = evolution.tell(group, policy.generate(group.texts, **group.options))
+        evolution.commit((c, sandbox.evaluate(c.code)) for c in candidates)
 
 Iterations are numbered from 0; one iteration is one prompt with `samples` completions.
 Prompts are asked for in groups of `batch` iterations (one batched policy call each). Two
@@ -67,6 +67,13 @@ class LoopConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     target: float | None = SearchSettings.target
+
+    @classmethod
+    def for_spec(cls, spec, seed: int = 0, **options: Any) -> "LoopConfig":
+        """The settings a spec gives (budget, samples, target, prompt), `options` on top."""
+        given = dict(iterations=spec.search.iterations, samples=spec.search.samples_per_prompt,
+                     style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target)
+        return cls(seed=seed, **{**given, **options})
 
     @property
     def lag(self) -> int:

@@ -117,11 +117,7 @@ def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | 
 
 
 def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
-    return LoopConfig(
-        iterations=spec.search.iterations, seed=config.seed, samples=spec.search.samples_per_prompt,
-        style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target,
-        **{name: config.loop[name] for name in RUN_OPTIONS},
-    )
+    return LoopConfig.for_spec(spec, config.seed, **{name: config.loop[name] for name in RUN_OPTIONS})
 
 
 def make_evaluator(spec: specs.Spec, executor: str):

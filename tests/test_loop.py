@@ -253,3 +253,16 @@ def test_completion_budget(tmp_path, sandbox, style, given, expected):
     evolution, _, evaluator = start(tmp_path, "b", sandbox, config)
     run(evolution, policy, evaluator)
     assert policy.budgets == [expected, expected]
+
+
+def test_the_ask_tell_example_in_docs_loop_md_runs(capsys, monkeypatch):
+    """The notebook example of docs/loop.md, run as written (from the repository root)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "loop.md").read_text()
+    example = text.split("### From Python: ask / tell", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(root)
+    exec(compile(example, "docs/loop.md", "exec"), {})
+    iteration, best = capsys.readouterr().out.split()
+    assert int(iteration) == 6 and float(best) > 0
