@@ -33,7 +33,7 @@ class SpecError(UserError):
 
 
 @dataclass(frozen=True)
-class Problem:
+class ProblemSettings:
     name: str
     programs: tuple[Path, ...]  # initial program(s), absolute
     scorer: str  # "/abs/path.py:function" or "package.module:function"
@@ -46,7 +46,7 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class Sandbox:
+class SandboxLimits:
     isolation: str = "process"  # "process" | "none" (trusted scorer, in-process)
     timeout: float = 10.0  # wall seconds per evaluation
     memory_mb: int = 1024  # address space an evaluation may add to the warm worker's
@@ -69,8 +69,8 @@ class PromptSettings:
 @dataclass(frozen=True)
 class Spec:
     path: Path
-    problem: Problem
-    sandbox: Sandbox
+    problem: ProblemSettings
+    sandbox: SandboxLimits
     features: tuple[FeatureConfig, ...]
     search: SearchSettings
     prompt: PromptSettings
@@ -186,7 +186,7 @@ def build(raw: Mapping[str, Any], path: Path, origin: str | None = None) -> Spec
     return Spec(
         path=path,
         problem=problem,
-        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", _keys(Sandbox))),
+        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", _keys(SandboxLimits))),
         features=features,
         search=_search(_Table(raw.get("search", {}), origin, "search", _keys(SearchSettings))),
         prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", _keys(PromptSettings))),
@@ -199,7 +199,7 @@ def _keys(settings: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(settings))
 
 
-def _problem(t: _Table, path: Path) -> Problem:
+def _problem(t: _Table, path: Path) -> ProblemSettings:
     programs = t.get(
         "program", _REQUIRED, "a path or a non-empty list of paths",
         lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and v and all(isinstance(p, str) for p in v)),
@@ -219,7 +219,7 @@ def _problem(t: _Table, path: Path) -> Problem:
         "weights", [1.0] * len(objectives), f"a list of {len(objectives)} non-negative numbers with a positive sum",
         lambda v: isinstance(v, list) and len(v) == len(objectives) and all(_is_num(w) and w >= 0 for w in v) and sum(v) > 0,
     )
-    return Problem(
+    return ProblemSettings(
         name=t.string("name", path.parent.name or path.stem),
         programs=resolved,
         scorer=_scorer(t, path),
@@ -263,9 +263,9 @@ def _scorer(t: _Table, path: Path) -> str:
     return ref
 
 
-def _sandbox(t: _Table) -> Sandbox:
-    d = Sandbox()
-    return Sandbox(
+def _sandbox(t: _Table) -> SandboxLimits:
+    d = SandboxLimits()
+    return SandboxLimits(
         isolation=t.choice("isolation", d.isolation, ISOLATIONS),
         timeout=t.number("timeout", d.timeout),
         memory_mb=t.integer("memory_mb", d.memory_mb, low=16),
@@ -276,7 +276,7 @@ def _sandbox(t: _Table) -> Sandbox:
     )
 
 
-def _feature(name: str, raw: Any, origin: str, problem: Problem) -> FeatureConfig:
+def _feature(name: str, raw: Any, origin: str, problem: ProblemSettings) -> FeatureConfig:
     t = _Table(raw, origin, f"features.{name}", _keys(FeatureConfig)[1:])
     if name in problem.objectives:
         default_source = f"objective:{name}"

@@ -23,7 +23,7 @@ SCORER = f"{ROOT / 'tests' / 'hostile' / 'scorer.py'}:evaluate"
 MARKER = f"evo-hostile-{uuid.uuid4().hex[:12]}"
 REPO_FILE = ROOT / f"{MARKER}.txt"
 TMP_FILE = Path(f"/tmp/{MARKER}.txt")
-LIMITS = spec.Sandbox(workers=1, timeout=2.0, memory_mb=128, max_processes=64, output_bytes=4096)
+LIMITS = spec.SandboxLimits(workers=1, timeout=2.0, memory_mb=128, max_processes=64, output_bytes=4096)
 SLEEPER = f"[sys.executable, '-c', 'import time; time.sleep(1000)', '{MARKER}']"
 
 

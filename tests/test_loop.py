@@ -16,7 +16,7 @@ from evo.loop import Evolution, LoopConfig, run
 from evo.policies.base import Completion
 from evo.policies.mutate import MutatePolicy
 from evo.sandbox.pool import Sandbox
-from evo.spec import Sandbox as Limits
+from evo.spec import SandboxLimits
 
 PROGRAM = "# EVOLVE-BLOCK-START\nA = 1.0\nB = 2.0\n# EVOLVE-BLOCK-END\n"
 SCORER = '''
@@ -58,7 +58,7 @@ class JitteryEvaluator:
 @pytest.fixture
 def sandbox(tmp_path):
     (tmp_path / "score.py").write_text(SCORER)
-    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["fa", "fb"], Limits(isolation="none")) as box:
+    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["fa", "fb"], SandboxLimits(isolation="none")) as box:
         yield box
 
 

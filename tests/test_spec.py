@@ -54,7 +54,7 @@ def test_minimal_spec_gets_every_default(project):
     s = spec.load(write(project, MINIMAL))
     assert s.problem.weights == (1.0, 1.0)
     assert s.problem.name == project.name
-    assert s.sandbox == spec.Sandbox() and s.search == spec.SearchSettings() and s.prompt == spec.PromptSettings()
+    assert s.sandbox == spec.SandboxLimits() and s.search == spec.SearchSettings() and s.prompt == spec.PromptSettings()
     assert s.features == () and s.sandbox.cpu_limit == s.sandbox.timeout
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.search.iterations = 3  # type: ignore[misc]
@@ -174,7 +174,7 @@ _VALUES = st.one_of(
     st.integers(-5, 10**6), st.floats(), st.text(max_size=8), st.booleans(),
     st.lists(st.integers(-2, 5), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
-_KEYS = [("sandbox", f.name) for f in dataclasses.fields(spec.Sandbox)] + [
+_KEYS = [("sandbox", f.name) for f in dataclasses.fields(spec.SandboxLimits)] + [
     ("search", f.name) for f in dataclasses.fields(spec.SearchSettings)] + [
     ("prompt", f.name) for f in dataclasses.fields(spec.PromptSettings)] + [("features", "f.source"), ("features", "f.range"),
     ("features", "f.bins"), ("problem", "weights"), ("problem", "name")]

@@ -14,7 +14,7 @@ from evo import spec as specs
 from evo.errors import UserError
 from evo.loop import LoopConfig
 
-_SECTIONS = {"sandbox": specs.Sandbox, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
+_SECTIONS = {"sandbox": specs.SandboxLimits, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
 
 
 def _click_type(annotation: object) -> type:

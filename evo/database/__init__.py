@@ -5,7 +5,7 @@
     parents, inspirations = db.sample(island, rng); db.end_iteration()
 """
 
-from evo.database.archive import Archive, Grid
+from evo.database.archive import Grid, GridArchive
 from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.database import DB_FILE, Database, EvaluatedCandidate, database_file
 from evo.database.journal import Candidate, CandidateJournal
@@ -16,6 +16,6 @@ from evo.database.records import Program
 from evo.database.store import Store
 
 __all__ = [
-    "Archive", "Candidate", "CandidateJournal", "DB_FILE", "EvaluatedCandidate", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "SearchSettings", "Store",
+    "Candidate", "CandidateJournal", "DB_FILE", "EvaluatedCandidate", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "GridArchive", "Program", "SearchSettings", "Store",
     "database_file", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
 ]

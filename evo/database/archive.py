@@ -24,7 +24,7 @@ class Grid:
         return index
 
 
-class Archive:
+class GridArchive:
     """One elite per cell: the first program with the highest scalar that reached the cell."""
 
     def __init__(self, grid: Grid):

@@ -18,7 +18,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from evo.database.archive import Archive, Grid
+from evo.database.archive import Grid, GridArchive
 from evo.database.config import DatabaseConfig
 from evo.database.hashing import exact_hash, normalized_hash
 from evo.database.journal import Candidate, CandidateJournal
@@ -108,7 +108,7 @@ class Database:
         self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.search.islands)]
         self.programs: dict[int, Program] = {}
         self.seen: set[str] = set()
-        self.archive = Archive(self.grid)
+        self.archive = GridArchive(self.grid)
         self.iteration = int(self.store.get_meta("iteration", "0"))
         for program in self.store.programs():
             self._index(program)

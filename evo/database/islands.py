@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
-from evo.database.archive import Archive, Grid
+from evo.database.archive import Grid, GridArchive
 from evo.database.matrix import MemberMatrix
 from evo.database.records import Program
 from evo.selection import Population
@@ -23,7 +23,7 @@ class Island:
         self.members: dict[int, Program] = {}  # id -> program, in insertion (id) order
         self.hashes: dict[str, int] = {}  # norm_hash -> id
         self.cells: dict[int, int] = {}  # id -> cell
-        self.archive = Archive(grid)
+        self.archive = GridArchive(grid)
         self.worst: list[tuple[float, int]] = []  # heap of (scalar, id); stale ids are skipped
         self.version = 0
         self._prepared: tuple[int, Population, np.ndarray] | None = None

@@ -109,8 +109,8 @@ def main() -> None:
         (directory / "candidate.py").write_text(CANDIDATE)
         rows: dict[str, list[tuple[float, float]]] = {k: [] for k in ("ours_seq", "ours_par", "base_seq", "base_par")}
         idle: list[float] = []
-        one = spec.Sandbox(workers=1, timeout=10.0, memory_mb=256)
-        many = spec.Sandbox(workers=args.workers, timeout=10.0, memory_mb=256)
+        one = spec.SandboxLimits(workers=1, timeout=10.0, memory_mb=256)
+        many = spec.SandboxLimits(workers=args.workers, timeout=10.0, memory_mb=256)
         scorer = f"{directory / 'trivial.py'}:score"
         with Sandbox(scorer, ["x"], one, namespaces=args.namespaces) as box1, \
                 Sandbox(scorer, ["x"], many, namespaces=args.namespaces) as boxn:
