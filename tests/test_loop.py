@@ -7,7 +7,6 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import numpy as np
 import pytest
 
 from evo.database import Database, DatabaseConfig, SearchSettings, normalized_hash

@@ -275,8 +275,11 @@ def test_one_run_per_directory_at_a_time(problem, tmp_path):
         deadline = time.monotonic() + 30
         while committed(out) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        second = evo("run", "--resume", str(out))
+        settings = (out / "run.json").read_bytes()
+        second = evo("run", "--resume", str(out), "--iterations", "999")
         assert second.returncode == 2 and "in use by another evo run" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+        assert (out / "run.json").read_bytes() == settings  # the refused resume left the live run's budget
     finally:
         first.kill()
         first.wait()
