@@ -157,9 +157,12 @@ def test_an_explicit_context_too_small_for_the_prompts_is_a_clear_error(tmp_path
 def test_pretrain_flag_defaults_are_sftconfigs_and_reproduce_the_shipped_warmups():
     """One source: `evo pretrain`'s defaults are SFTConfig's, which are the settings the
     shipped warm-ups recorded (their commands pass no --batch-size / --lr)."""
+    import click
+
     from evo.commands.pretrain import command
 
-    defaults = {p.name: p.default for p in command.params}
+    with click.Context(command) as ctx:
+        defaults = {p.name: p.get_default(ctx) for p in command.params}
     config = SFTConfig()
     for name in ("steps", "decay_steps", "batch_size", "lr", "pool", "multi_fraction", "seed", "threads"):
         assert defaults[name] == getattr(config, name), name
@@ -167,3 +170,5 @@ def test_pretrain_flag_defaults_are_sftconfigs_and_reproduce_the_shipped_warmups
         settings = json.loads(recorded.read_text())
         if "--batch-size" not in settings.get("command", "") and "batch_size" in settings:
             assert (settings["batch_size"], settings["lr"]) == (config.batch_size, config.lr), recorded
+    lazy = "import sys, evo.commands.pretrain; assert 'torch' not in sys.modules"  # `evo --help` stays fast
+    assert subprocess.run([sys.executable, "-c", lazy], capture_output=True).returncode == 0

@@ -9,9 +9,17 @@ from pathlib import Path
 import click
 
 from evo.errors import UserError
-from training.sft import SFTConfig  # the flags' defaults (this module is loaded only for `evo pretrain`)
 
-DEFAULTS = SFTConfig()
+
+class SFTOption(click.Option):
+    """A flag whose default is the `training.sft.SFTConfig` field of the same name, read when
+    first needed: training imports torch, and `evo --help` imports this module."""
+
+    def get_default(self, ctx: click.Context, call: bool = True):
+        from training.sft import SFTConfig
+
+        return getattr(SFTConfig, self.name)
+
 
 BASE_CONTEXT = 512  # the model context unless the task needs more (not tiny.DEFAULT_CONTEXT, the tokenizer's limit)
 
@@ -94,16 +102,16 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
 @click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M), nano8 (nano with 8 heads) or micro (~5M).")
 @click.option("--arch", default="gpt2", show_default=True, type=click.Choice(["gpt2", "llama"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Checkpoint directory (required to train).")
-@click.option("--steps", default=DEFAULTS.steps, show_default=True, type=click.IntRange(1))
-@click.option("--decay-steps", default=DEFAULTS.decay_steps, show_default=True, type=click.IntRange(0),
+@click.option("--steps", cls=SFTOption, show_default=True, type=click.IntRange(1))
+@click.option("--decay-steps", cls=SFTOption, show_default=True, type=click.IntRange(0),
               help="Length of the cosine learning-rate schedule (0: --steps).")
-@click.option("--batch-size", default=DEFAULTS.batch_size, show_default=True, type=click.IntRange(1))
-@click.option("--lr", default=DEFAULTS.lr, show_default=True, type=float)
-@click.option("--pool", default=DEFAULTS.pool, show_default=True, type=click.IntRange(1), help="Training instances.")
-@click.option("--multi-fraction", default=DEFAULTS.multi_fraction, show_default=True, type=click.FloatRange(0, 1),
+@click.option("--batch-size", cls=SFTOption, show_default=True, type=click.IntRange(1))
+@click.option("--lr", cls=SFTOption, show_default=True, type=float)
+@click.option("--pool", cls=SFTOption, show_default=True, type=click.IntRange(1), help="Training instances.")
+@click.option("--multi-fraction", cls=SFTOption, show_default=True, type=click.FloatRange(0, 1),
               help="Share of demonstrations in the m-answer template.")
-@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=int)
-@click.option("--threads", default=DEFAULTS.threads, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
+@click.option("--seed", cls=SFTOption, show_default=True, type=int)
+@click.option("--threads", cls=SFTOption, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--context", type=click.IntRange(64),
               help="Model context (tokens). Default: 512, or what TASK's prompts and answers need, rounded up to 64.")
 @click.option("--save-every", default=0, show_default=True, type=click.IntRange(0),
@@ -126,6 +134,8 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
     with the held-out quality."""
     task = _task(task_name)
+    from training.sft import SFTConfig
+
     config = SFTConfig(steps=steps, decay_steps=decay_steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed,
                        threads=threads, multi_fraction=multi_fraction)
     held_out = task.instances("test", eval_instances, seed=seed)

@@ -13,9 +13,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
 from evo.database.archive import Grid, GridArchive
@@ -31,6 +30,9 @@ from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
 from evo.scores import Evaluation, scalarize
 from evo.selection import select
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DB_FILE = "programs.sqlite"
 
@@ -346,6 +348,8 @@ class Database:
 
     def genealogy(self) -> nx.DiGraph:
         """Programs as nodes; parent -> child edges (relation "parent") and source -> copy ("copy")."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         for p in self.programs.values():
             graph.add_node(p.id, island=p.island, iteration=p.iteration, scalar=p.scalar, origin=p.origin, failure=p.failure_kind)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from evo.database.archive import Grid, GridArchive
 from evo.database.matrix import MemberMatrix
 from evo.database.records import Program
 from evo.selection import Population
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class Island:

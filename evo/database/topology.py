@@ -1,24 +1,36 @@
-"""Island topologies: a registry of named graph builders, and explicit edge lists."""
+"""Island topologies: a registry of named graph builders, and explicit edge lists.
+
+networkx is imported when a graph is built, so reading the names (spec validation,
+`evo --help`) stays light.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from evo.errors import UserError
 
+if TYPE_CHECKING:
+    import networkx as nx
+
 
 def _ring(islands: int, seed: int) -> nx.Graph:
+    import networkx as nx
+
     return nx.cycle_graph(islands) if islands > 2 else nx.path_graph(islands)
 
 
 def _complete(islands: int, seed: int) -> nx.Graph:
+    import networkx as nx
+
     return nx.complete_graph(islands)
 
 
 def _random_regular(islands: int, seed: int) -> nx.Graph:
     """Degree 3, or less for few islands (degree * islands must be even)."""
+    import networkx as nx
+
     degree = min(3, islands - 1)
     if degree * islands % 2:
         degree -= 1
@@ -36,6 +48,8 @@ def topology(kind: str | Sequence[Sequence[int]], islands: int, seed: int = 0) -
         if kind not in TOPOLOGIES:
             raise UserError(f"unknown topology {kind!r}; choose one of {', '.join(TOPOLOGIES)} or a list of [a, b] edges")
         return TOPOLOGIES[kind](islands, seed)
+    import networkx as nx
+
     graph = nx.Graph()
     graph.add_nodes_from(range(islands))
     for a, b in kind:
