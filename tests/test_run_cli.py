@@ -329,8 +329,10 @@ def test_a_run_directory_of_the_two_file_layout_resumes_into_one_file(problem, t
         first = evo("run", str(problem), "--policy", "mutate:", "--iterations", "4", "--seed", "2", "--out", str(out), "--quiet")
         assert first.returncode == 0, first.stderr
         if name == "legacy":
+            counted = show(out)
             to_legacy_layout(out)
             assert "candidates" not in str(programs(out)) and (out / "journal.sqlite").is_file()
+            assert show(out) == counted  # evo show reads the old journal as it is
         again = evo("run", "--resume", str(out), "--iterations", "7", "--quiet")
         assert again.returncode == 0, again.stderr
         runs[name] = (programs(out), journal_rows(out), show(out)["duplicates"], show(out)["iterations"])

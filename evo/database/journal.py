@@ -53,6 +53,15 @@ def _load_evaluation(row: tuple) -> Evaluation:
     )
 
 
+def outcome_counts(connection: sqlite3.Connection) -> dict[str, int]:
+    """Candidates by outcome in a journal's tables: evaluated ok, failed, parse errors, duplicates."""
+    ok, failed = connection.execute(
+        "SELECT COALESCE(SUM(failure_kind IS NULL), 0), COALESCE(SUM(failure_kind IS NOT NULL), 0) "
+        "FROM evaluations").fetchone()
+    by_status = dict(connection.execute("SELECT status, COUNT(*) FROM candidates GROUP BY status").fetchall())
+    return {"ok": ok, "failed": failed, "parse": by_status.get(PARSE_ERROR, 0), "duplicate": by_status.get(DUPLICATE, 0)}
+
+
 class CandidateJournal:
     """The candidates and evaluations tables of a run's store."""
 
@@ -88,13 +97,7 @@ class CandidateJournal:
 
     def counts(self) -> dict[str, int]:
         """Candidates by outcome: evaluated ok, failed, parse errors, duplicates."""
-        connection = self.store.connection
-        ok, failed = connection.execute(
-            "SELECT COALESCE(SUM(failure_kind IS NULL), 0), COALESCE(SUM(failure_kind IS NOT NULL), 0) "
-            "FROM evaluations").fetchone()
-        by_status = dict(connection.execute("SELECT status, COUNT(*) FROM candidates GROUP BY status").fetchall())
-        return {"ok": ok, "failed": failed, "parse": by_status.get(PARSE_ERROR, 0),
-                "duplicate": by_status.get(DUPLICATE, 0)}
+        return outcome_counts(self.store.connection)
 
     def adopt(self, legacy: Path) -> bool:
         """Move a run's old `journal.sqlite` (the layout before one file per run) into this
