@@ -1,29 +1,36 @@
 """Feature values of a candidate for the MAP-Elites archive: raw floats in the spec's
-[features.*] order. Binning (with the spec's fixed ranges) is the archive's job."""
+[features.*] order. Binning (with the fixed ranges) is the grid archive's job."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from evo.scores import BadOutput
-from evo.spec import Feature
+
+if TYPE_CHECKING:
+    from evo.database.config import FeatureConfig
 
 
-def required_extras(features: Sequence[Feature]) -> tuple[str, ...]:
+class MissingFeature(BadOutput):
+    """A feature reads a scorer key the scorer did not return."""
+
+
+def required_extras(features: Sequence[FeatureConfig]) -> tuple[str, ...]:
     """The scorer keys that every successful evaluation must report."""
     return tuple(f.source.removeprefix("scorer:") for f in features if f.source.startswith("scorer:"))
 
 
 def feature_values(
-    features: Sequence[Feature],
+    features: Sequence[FeatureConfig],
     code: str,
     scores: np.ndarray,
     extras: Mapping[str, float],
     objectives: Sequence[str],
 ) -> np.ndarray:
-    """One float per feature. Raises BadOutput when a `scorer:<key>` feature is missing."""
+    """One float per feature. Raises MissingFeature (a BadOutput) when a `scorer:<key>` is missing."""
     values = np.empty(len(features), dtype=np.float64)
     for i, feature in enumerate(features):
         kind, _, key = feature.source.partition(":")
@@ -33,12 +40,12 @@ def feature_values(
             values[i] = scores[list(objectives).index(key)]
         elif kind == "scorer":
             if key not in extras:
-                raise BadOutput(f"feature {feature.name!r} needs scorer key {key!r}, which the scorer did not return")
+                raise MissingFeature(f"feature {feature.name!r} needs scorer key {key!r}, which the scorer did not return")
             values[i] = extras[key]
         else:
             raise ValueError(f"unknown feature source {feature.source!r}")
     return values
 
 
-def as_dict(features: Sequence[Feature], values: np.ndarray) -> dict[str, float]:
+def as_dict(features: Sequence[FeatureConfig], values: np.ndarray) -> dict[str, float]:
     return {feature.name: float(value) for feature, value in zip(features, values)}

@@ -7,8 +7,6 @@ line is a marker when it contains the marker text. A file without markers is all
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 
 START = "EVOLVE-BLOCK-START"
@@ -20,7 +18,7 @@ class MarkerError(ValueError):
 
 
 @dataclass(frozen=True)
-class Program:
+class EvolveFile:
     """A file split as `head + start_line + block + end_line + tail` (concatenation is exact).
 
     Without markers, `head`, `start_line`, `end_line` and `tail` are empty.
@@ -40,20 +38,20 @@ class Program:
     def has_markers(self) -> bool:
         return bool(self.start_line)
 
-    def with_block(self, block: str) -> "Program":
+    def with_block(self, block: str) -> "EvolveFile":
         """The same file with a new block (a newline is added before the end marker if missing)."""
         if self.has_markers and block and not block.endswith("\n"):
             block += "\n"
-        return Program(self.head, self.start_line, block, self.end_line, self.tail)
+        return EvolveFile(self.head, self.start_line, block, self.end_line, self.tail)
 
 
-def split(text: str) -> Program:
+def split(text: str) -> EvolveFile:
     """Split a file at its EVOLVE markers; raise MarkerError when they are malformed."""
     lines = text.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if START in line]
     ends = [i for i, line in enumerate(lines) if END in line]
     if not starts and not ends:
-        return Program("", "", text, "", "")
+        return EvolveFile("", "", text, "", "")
     if len(starts) != 1 or len(ends) != 1:
         raise MarkerError(
             f"expected one {START} line and one {END} line, found {len(starts)} and {len(ends)}"
@@ -62,7 +60,7 @@ def split(text: str) -> Program:
     if end < start:
         raise MarkerError(f"{END} (line {end + 1}) comes before {START} (line {start + 1})")
     start_line = lines[start] if lines[start].endswith("\n") else lines[start] + "\n"
-    return Program(
+    return EvolveFile(
         head="".join(lines[:start]),
         start_line=start_line,
         block="".join(lines[start + 1 : end]),
@@ -74,19 +72,3 @@ def split(text: str) -> Program:
 def splice(text: str, block: str) -> str:
     """`text` with its EVOLVE block replaced by `block`."""
     return split(text).with_block(block).text
-
-
-_TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
-
-
-def normalize(code: str) -> str:
-    """A whitespace-normalized form for duplicate detection: unified newlines, no trailing
-    spaces, no blank lines, no leading/trailing blank space. Indentation is kept (it is syntax)."""
-    code = code.replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
-    code = _TRAILING_SPACE.sub("", code)
-    return "\n".join(line for line in code.split("\n") if line)
-
-
-def code_hash(code: str) -> str:
-    """The duplicate key of a program: sha256 of its normalized form."""
-    return hashlib.sha256(normalize(code).encode()).hexdigest()

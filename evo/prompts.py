@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evo.program import END, MarkerError, Program, split
+from evo.program import END, EvolveFile, MarkerError, split
 
 STYLES = ("full", "diff", "versions", "continue")
 
@@ -209,7 +209,7 @@ def _parse_continue(prompt: Prompt, reply: str) -> str:
         code = fenced_code(reply)
         if code is not None:
             return _splice_reply(prompt.base, code)
-    program: Program = split(prompt.base.code)
+    program: EvolveFile = split(prompt.base.code)
     block = prompt.prefix + cut_at_stop(reply, prompt.stop)
     if not block.strip():
         raise ParseFailure("the continuation is empty")

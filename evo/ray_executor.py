@@ -21,9 +21,9 @@ class _Worker:
     """The actor body: a one-worker evaluator for the spec (as `--executor process` builds it)."""
 
     def __init__(self, spec: specs.Spec) -> None:
-        from evo.run_dir import make_evaluator
+        from evo.sandbox.pool import Sandbox
 
-        self.sandbox = make_evaluator(replace(spec, sandbox=replace(spec.sandbox, workers=1)), "process")
+        self.sandbox = Sandbox.from_spec(replace(spec, sandbox=replace(spec.sandbox, workers=1)))
 
     def evaluate(self, code: str) -> Evaluation:
         return self.sandbox.evaluate(code)

@@ -1,9 +1,11 @@
 """A run directory: what `evo run` writes and what `evo run --resume` and `evo show` read.
 
     DIR/run.json          the run's settings (spec path, overrides, policy, seed, loop options)
-    DIR/journal.sqlite    generated candidates and evaluations (evo/journal.py)
-    DIR/programs.sqlite   the program database
+    DIR/programs.sqlite   the program database and the loop's journal (one SQLite file)
     DIR/best.<ext>        the best program so far (rewritten at the end of a run)
+
+A run directory of the earlier layout also held DIR/journal.sqlite; resuming it moves that
+journal into programs.sqlite.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from evo import spec as specs
-from evo.errors import UserError
-from evo.journal import Journal
-from evo.loop import LoopConfig, Progress, run_loop
+from evo.database import DB_FILE as DATABASE_FILE
+from evo.database import Database
+from evo.errors import UserError, WorkFailed
+from evo.loop import Evolution, LoopConfig, Progress, run
 
-RUN_FILE, JOURNAL_FILE, DATABASE_FILE, LOCK_FILE = "run.json", "journal.sqlite", "programs.sqlite", "run.lock"
-LOOP_DEFAULTS = {"batch": 4, "depth": 2, "max_new_tokens": None, "temperature": 1.0, "top_p": 1.0}
+RUN_FILE, LOCK_FILE = "run.json", "run.lock"
+LEGACY_JOURNAL_FILE = "journal.sqlite"  # the loop's journal before it moved into DATABASE_FILE
+RUN_OPTIONS = ("batch", "depth", "max_new_tokens", "temperature", "top_p")  # loop settings a run stores
+LOOP_DEFAULTS = {name: getattr(LoopConfig, name) for name in RUN_OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -34,22 +39,51 @@ class RunConfig:
     loop: dict = field(default_factory=lambda: dict(LOOP_DEFAULTS))
 
     def save(self) -> None:
+        """Write run.json (atomically: a kill never leaves half a file)."""
         data = {**asdict(self), "directory": None, "spec_path": str(self.spec_path)}
-        (self.directory / RUN_FILE).write_text(json.dumps(data, indent=2) + "\n")
+        path = self.directory / RUN_FILE
+        try:
+            partial = path.with_name(RUN_FILE + ".tmp")
+            partial.write_text(json.dumps(data, indent=2) + "\n")
+            partial.replace(path)
+        except OSError as error:
+            raise UserError(f"{self.directory}: cannot write the run directory ({error.strerror}); pick another --out") from None
 
     @classmethod
     def read(cls, directory: Path) -> "RunConfig":
+        path = directory / RUN_FILE
         try:
-            data = json.loads((directory / RUN_FILE).read_text())
+            data = json.loads(path.read_text())
         except FileNotFoundError:
             raise UserError(f"{directory}: not a run directory (no {RUN_FILE}); start one with evo run SPEC --out DIR") from None
-        except (OSError, json.JSONDecodeError) as error:
-            raise UserError(f"{directory / RUN_FILE}: unreadable: {error}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{path}: unreadable: {error}") from None
+        problem = _run_file_problem(data)
+        if problem:
+            raise UserError(f"{path}: not a valid run file ({problem}); restore it or start a new run with evo run SPEC")
         return cls(**{**data, "directory": directory, "spec_path": Path(data["spec_path"])})
 
     def spec(self) -> specs.Spec:
         spec = specs.load(self.spec_path)
         return spec.override(self.overrides) if self.overrides else spec
+
+
+_RUN_FILE_TYPES = {"spec_path": str, "policy": str, "seed": int, "executor": str, "overrides": dict, "loop": dict}
+
+
+def _run_file_problem(data: object) -> str:
+    """What is wrong with a parsed run.json, or ''."""
+    if not isinstance(data, dict):
+        return "expected a JSON object"
+    for key, kind in _RUN_FILE_TYPES.items():
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            return f"{key!r} should be a {kind.__name__}, found {data.get(key)!r}"[:200]
+    unknown = sorted(set(data) - {*_RUN_FILE_TYPES, "directory"}) + sorted(set(data["loop"]) - set(RUN_OPTIONS))
+    if unknown:
+        return f"unknown key {unknown[0]!r}"
+    if data["executor"] not in ("process", "ray"):
+        return f"executor should be 'process' or 'ray', found {data['executor']!r}"
+    return ""
 
 
 def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
@@ -63,30 +97,27 @@ def new_config(spec_path: Path, policy: str, seed: int, out: Path | None, overri
     directory = Path(out) if out is not None else Path("runs") / spec.problem.name
     if (directory / RUN_FILE).exists():
         raise UserError(f"{directory} already holds a run; continue it with evo run --resume {directory} or pick another --out")
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"{directory}: cannot create the run directory ({error.strerror}); pick another --out") from None
     config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), {**LOOP_DEFAULTS, **loop})
     config.save()
     return config
 
 
 def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | None) -> RunConfig:
-    """The stored settings, with new overrides on top (e.g. a larger --iterations)."""
+    """The stored settings, with new overrides on top (e.g. a larger --iterations); nothing is
+    written here: `execute` saves them once the run directory has accepted them."""
     config = RunConfig.read(Path(directory))
     config = replace(config, overrides={**config.overrides, **overrides}, loop={**config.loop, **loop},
                      executor=executor or config.executor)
-    config.spec()  # validate before saving
-    config.save()
+    config.spec()  # validate
     return config
 
 
 def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
-    return LoopConfig(
-        iterations=spec.search.iterations, seed=config.seed, samples=spec.search.samples_per_prompt,
-        batch=config.loop["batch"], depth=config.loop["depth"], style=spec.prompt.style,
-        system=spec.prompt.system, objectives=spec.problem.objectives, weights=spec.problem.weights,
-        max_new_tokens=config.loop["max_new_tokens"], temperature=config.loop["temperature"],
-        top_p=config.loop["top_p"], target=spec.search.target,
-    )
+    return LoopConfig.for_spec(spec, config.seed, **{name: config.loop[name] for name in RUN_OPTIONS})
 
 
 def make_evaluator(spec: specs.Spec, executor: str):
@@ -99,12 +130,39 @@ def make_evaluator(spec: specs.Spec, executor: str):
     return Sandbox.from_spec(spec)
 
 
+def seed_initial(spec: specs.Spec, db: Database, evaluator) -> None:
+    """Evaluate and insert the initial program(s) once; the run fails if the first one fails."""
+    if db.programs:
+        return
+    for index, path in enumerate(spec.problem.programs):
+        code = path.read_text(encoding="utf-8")
+        evaluation = evaluator.submit(code).result()
+        if index == 0 and not evaluation.ok:
+            failure = evaluation.failure
+            raise WorkFailed(f"the initial program {path} fails: {failure.kind}: {failure.message}; check it with evo check")
+        if not db.is_duplicate(code):
+            db.add_initial(code, evaluation)
+
+
+def write_best(spec: specs.Spec, db: Database, directory: Path) -> Path | None:
+    best = db.best()
+    if best is None:
+        return None
+    path = Path(directory) / f"best{spec.problem.program.suffix}"
+    path.write_text(best.code, encoding="utf-8")
+    return path
+
+
 @contextmanager
 def _exclusive(directory: Path):
     """One `evo run` per run directory at a time (an advisory lock the kernel drops on exit)."""
     import fcntl
 
-    with open(directory / LOCK_FILE, "a+") as lock:
+    try:
+        lock = open(directory / LOCK_FILE, "a+")
+    except OSError as error:
+        raise UserError(f"{directory}: cannot use the run directory ({error.strerror}); pick another --out") from None
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -113,31 +171,32 @@ def _exclusive(directory: Path):
 
 
 def execute(config: RunConfig, policy, progress: bool = True) -> str:
-    """Run (or continue) the loop to the budget or the target; return a one-line summary."""
+    """Run (or continue) the loop to the budget or the target; return a one-line summary.
+    The settings are saved to run.json only after the lock and the database accepted them."""
     with _exclusive(config.directory):
         return _execute(config, policy, progress)
 
 
 def _execute(config: RunConfig, policy, progress: bool) -> str:
-    from evo import archive as archives
-
     spec = config.spec()
-    journal = Journal(config.directory / JOURNAL_FILE)
-    archive = archives.open_archive(spec, config.directory / DATABASE_FILE, config.seed, config.policy)
-    evaluator = make_evaluator(spec, config.executor)
+    db = Database.open(config.directory, spec.database_config(config.seed),
+                       adopt=config.directory / LEGACY_JOURNAL_FILE)
+    evaluator = None
     try:
-        archives.seed_initial(spec, archive, evaluator)
-        bar = _ProgressBar(spec.search.iterations, journal.committed(), enabled=progress)
+        config.save()
+        evaluator = make_evaluator(spec, config.executor)
+        seed_initial(spec, db, evaluator)
+        bar = _ProgressBar(spec.search.iterations, db.iteration, enabled=progress)
         try:
-            result = run_loop(loop_config(spec, config), policy, evaluator, archive, journal, bar.update)
+            result = run(Evolution(loop_config(spec, config), db, config.policy), policy, evaluator, bar.update)
         finally:
             bar.close()
-        archives.write_best(spec, archive, config.directory)
+        write_best(spec, db, config.directory)
         return _summary(result, config.directory)
     finally:
-        evaluator.close()
-        archive.close()
-        journal.close()
+        if evaluator is not None:
+            evaluator.close()
+        db.close()
 
 
 def _summary(result: Progress, directory: Path) -> str:

@@ -13,15 +13,15 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
+from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
-
-SELECTIONS = ("uniform", "tournament", "boltzmann", "lexicase", "epsilon-lexicase", "dalex", "dirichlet")
-TOPOLOGIES = ("ring", "complete", "random-regular")
-PROMPT_STYLES = ("full", "diff", "versions", "continue")
+from evo.prompts import STYLES as PROMPT_STYLES
+from evo.selection import NAMES as SELECTIONS, options_of
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 ISOLATIONS = ("process", "shared", "none")
 PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights")
@@ -34,7 +34,7 @@ class SpecError(UserError):
 
 
 @dataclass(frozen=True)
-class Problem:
+class ProblemSettings:
     name: str
     programs: tuple[Path, ...]  # initial program(s), absolute
     scorer: str  # "/abs/path.py:function" or "package.module:function"
@@ -47,7 +47,7 @@ class Problem:
 
 
 @dataclass(frozen=True)
-class Sandbox:
+class SandboxLimits:
     isolation: str = "process"  # "process": candidate and scorer in separate processes | "shared": one | "none": in-process
     timeout: float = 10.0  # wall seconds per evaluation
     memory_mb: int = 1024  # address space an evaluation may add to the warm worker's
@@ -63,32 +63,7 @@ class Sandbox:
 
 
 @dataclass(frozen=True)
-class Feature:
-    name: str
-    source: str  # "code_length" | "objective:<name>" | "scorer:<key>"
-    range: tuple[float, float]
-    bins: int
-
-
-@dataclass(frozen=True)
-class Search:
-    islands: int = 4
-    topology: str | tuple[tuple[int, int], ...] = "ring"
-    migration_interval: int = 25
-    migration_size: int = 2
-    reset_interval: int = 0
-    selection: str = "lexicase"
-    selection_options: Mapping[str, Any] = field(default_factory=dict)  # keyword options of the strategy
-    parents: int = 2
-    inspirations: int = 2
-    population_cap: int = 1000  # programs per island; 0 = unlimited (a MAP-Elites cell's elite is kept)
-    samples_per_prompt: int = 4
-    iterations: int = 200
-    target: float | None = None
-
-
-@dataclass(frozen=True)
-class Prompt:
+class PromptSettings:
     style: str = "full"
     system: str = "You improve programs."
 
@@ -96,12 +71,17 @@ class Prompt:
 @dataclass(frozen=True)
 class Spec:
     path: Path
-    problem: Problem
-    sandbox: Sandbox
-    features: tuple[Feature, ...]
-    search: Search
-    prompt: Prompt
+    problem: ProblemSettings
+    sandbox: SandboxLimits
+    features: tuple[FeatureConfig, ...]
+    search: SearchSettings
+    prompt: PromptSettings
     raw: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    def database_config(self, seed: int = 0) -> DatabaseConfig:
+        """The program database's configuration for a run of this spec with `seed`."""
+        problem = self.problem
+        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed)
 
     def override(self, values: Mapping[str, Any]) -> "Spec":
         """A new spec with dotted keys replaced ("search.iterations", "features.len.bins"),
@@ -208,15 +188,20 @@ def build(raw: Mapping[str, Any], path: Path, origin: str | None = None) -> Spec
     return Spec(
         path=path,
         problem=problem,
-        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", tuple(Sandbox.__annotations__))),
+        sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", _keys(SandboxLimits))),
         features=features,
-        search=_search(_Table(raw.get("search", {}), origin, "search", tuple(Search.__annotations__))),
-        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", tuple(Prompt.__annotations__))),
+        search=_search(_Table(raw.get("search", {}), origin, "search", _keys(SearchSettings))),
+        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", _keys(PromptSettings))),
         raw=copy.deepcopy(dict(raw)),
     )
 
 
-def _problem(t: _Table, path: Path) -> Problem:
+def _keys(settings: type) -> tuple[str, ...]:
+    """The keys of a section: the fields of the dataclass it becomes."""
+    return tuple(f.name for f in fields(settings))
+
+
+def _problem(t: _Table, path: Path) -> ProblemSettings:
     programs = t.get(
         "program", _REQUIRED, "a path or a non-empty list of paths",
         lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and v and all(isinstance(p, str) for p in v)),
@@ -236,7 +221,7 @@ def _problem(t: _Table, path: Path) -> Problem:
         "weights", [1.0] * len(objectives), f"a list of {len(objectives)} non-negative numbers with a positive sum",
         lambda v: isinstance(v, list) and len(v) == len(objectives) and all(_is_num(w) and w >= 0 for w in v) and sum(v) > 0,
     )
-    return Problem(
+    return ProblemSettings(
         name=t.string("name", path.parent.name or path.stem),
         programs=resolved,
         scorer=_scorer(t, path),
@@ -280,9 +265,9 @@ def _scorer(t: _Table, path: Path) -> str:
     return ref
 
 
-def _sandbox(t: _Table) -> Sandbox:
-    d = Sandbox()
-    return Sandbox(
+def _sandbox(t: _Table) -> SandboxLimits:
+    d = SandboxLimits()
+    return SandboxLimits(
         isolation=t.choice("isolation", d.isolation, ISOLATIONS),
         timeout=t.number("timeout", d.timeout),
         memory_mb=t.integer("memory_mb", d.memory_mb, low=16),
@@ -295,8 +280,8 @@ def _sandbox(t: _Table) -> Sandbox:
     )
 
 
-def _feature(name: str, raw: Any, origin: str, problem: Problem) -> Feature:
-    t = _Table(raw, origin, f"features.{name}", tuple(Feature.__annotations__)[1:])
+def _feature(name: str, raw: Any, origin: str, problem: ProblemSettings) -> FeatureConfig:
+    t = _Table(raw, origin, f"features.{name}", _keys(FeatureConfig)[1:])
     if name in problem.objectives:
         default_source = f"objective:{name}"
     elif name in ("length", "code_length"):
@@ -314,39 +299,28 @@ def _feature(name: str, raw: Any, origin: str, problem: Problem) -> Feature:
         "range", default_range, "[low, high] with low < high",
         lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_num, v)) and v[0] < v[1],
     )
-    return Feature(name, source, (float(low_high[0]), float(low_high[1])), t.integer("bins", 10, low=1))
+    return FeatureConfig(name, source, (float(low_high[0]), float(low_high[1])), t.integer("bins", FeatureConfig.bins, low=1))
 
 
-def _search(t: _Table) -> Search:
-    d = Search()
-    islands = t.integer("islands", d.islands, low=1)
+def _search(t: _Table) -> SearchSettings:
+    d, low = SearchSettings(), SearchSettings.MINIMUM
+    islands = t.integer("islands", d.islands, low=low["islands"])
     topology = t.get(
         "topology", d.topology, f"one of {', '.join(map(repr, TOPOLOGIES))} or a list of [a, b] island pairs (< {islands})",
-        lambda v: v in TOPOLOGIES or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
+        lambda v: (isinstance(v, str) and v in TOPOLOGIES) or (isinstance(v, list) and all(_is_edge(e, islands) for e in v)),
     )
     target = t.get("target", None, "a finite number", _is_num)
-    from evo.selection import options_of
-
     selection = t.choice("selection", d.selection, SELECTIONS)
     options = t.get("selection_options", {}, "a table of option = value", lambda v: isinstance(v, Mapping))
     unknown = sorted(set(options) - set(options_of(selection)))
     if unknown:
         t.fail("selection_options", f"options of {selection!r} ({', '.join(options_of(selection)) or 'none'})",
                unknown[0])
-    return Search(
-        islands=islands,
-        topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
-        migration_interval=t.integer("migration_interval", d.migration_interval, low=1),
-        migration_size=t.integer("migration_size", d.migration_size),
-        reset_interval=t.integer("reset_interval", d.reset_interval),
-        selection=selection,
-        selection_options=dict(options),
-        parents=t.integer("parents", d.parents, low=1),
-        inspirations=t.integer("inspirations", d.inspirations),
-        population_cap=t.integer("population_cap", d.population_cap),
-        samples_per_prompt=t.integer("samples_per_prompt", d.samples_per_prompt, low=1),
-        iterations=t.integer("iterations", d.iterations, low=1),
-        target=None if target is None else float(target),
+    counts = {name: t.integer(name, getattr(d, name), low=least) for name, least in low.items() if name != "islands"}
+    return SearchSettings(
+        islands=islands, topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
+        selection=selection, selection_options=dict(options), target=None if target is None else float(target),
+        **counts,
     )
 
 
@@ -354,6 +328,6 @@ def _is_edge(edge: Any, islands: int) -> bool:
     return isinstance(edge, list) and len(edge) == 2 and all(_is_int(i) and 0 <= i < islands for i in edge)
 
 
-def _prompt(t: _Table) -> Prompt:
-    d = Prompt()
-    return Prompt(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)))
+def _prompt(t: _Table) -> PromptSettings:
+    d = PromptSettings()
+    return PromptSettings(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)))

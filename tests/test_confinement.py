@@ -21,7 +21,7 @@ from evo.sandbox.isolation import namespaces_available
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORER = f"{ROOT / 'tests' / 'hostile' / 'scorer.py'}:evaluate"
-LIMITS = spec.Sandbox(workers=1, timeout=10.0, memory_mb=64, max_processes=64, output_bytes=4096, env=("EVO_DECLARED",))
+LIMITS = spec.SandboxLimits(workers=1, timeout=10.0, memory_mb=64, max_processes=64, output_bytes=4096, env=("EVO_DECLARED",))
 MODES = [pytest.param("on", id="namespaces"), pytest.param("off", id="rlimits")]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
@@ -42,7 +42,7 @@ def test_a_host_unix_socket_refuses_the_candidate(tmp_path, mode, isolation_mode
         server.listen()
         server.setblocking(False)
         try:
-            limits = spec.Sandbox(workers=1, timeout=5.0, memory_mb=64, isolation=isolation_mode)
+            limits = spec.SandboxLimits(workers=1, timeout=5.0, memory_mb=64, isolation=isolation_mode)
             if mode == "on" and not namespaces_available():
                 pytest.skip("namespaces need root")
             with Sandbox(SCORER, ("a", "b"), limits, required=("key",), namespaces=mode) as sandbox:
@@ -146,7 +146,7 @@ point = sys.argv[1]
 os.makedirs(point)
 isolation.mount("tmpfs", point, "tmpfs", 0, "size=1m,mode=1777")
 code = f"def bonus():\\n    try:\\n        open({point + '/x'!r}, 'w').write('x')\\n        return 0.0\\n    except OSError:\\n        return 0.5\\n"
-with Sandbox(sys.argv[2], ("a", "b"), spec.Sandbox(workers=1), required=("key",), namespaces="on") as box:
+with Sandbox(sys.argv[2], ("a", "b"), spec.SandboxLimits(workers=1), required=("key",), namespaces="on") as box:
     print(box.evaluate(code).scores.tolist())
 """
 

@@ -22,11 +22,11 @@ CHILD = textwrap.dedent(
     """
     import sys
     import numpy as np
-    from evo.database import Candidate, Database, DatabaseConfig
+    from evo.database import Database, EvaluatedCandidate, DatabaseConfig, SearchSettings
     from evo.scores import Evaluation
 
-    config = DatabaseConfig(objectives=("a", "b"), islands=3, migration_interval=2, migration_size=2,
-                            reset_interval=7, population_cap=20, selection="uniform")
+    config = DatabaseConfig(objectives=("a", "b"), search=SearchSettings(
+        islands=3, migration_interval=2, migration_size=2, reset_interval=7, population_cap=20, selection="uniform"))
     db = Database.open(sys.argv[1], config)
     batch = db.stats()["programs"] // 3 + 1000 * int(sys.argv[2])
     print("ready", flush=True)
@@ -34,7 +34,7 @@ CHILD = textwrap.dedent(
         batch += 1
         rng = np.random.default_rng(batch)
         candidates = [
-            Candidate(f"batch = {batch}\\npart = {part}\\n", Evaluation(scores=rng.random(2)), island=part)
+            EvaluatedCandidate(f"batch = {batch}\\npart = {part}\\n", Evaluation(scores=rng.random(2)), island=part)
             for part in range(3)
         ]
         for program in db.add_many(candidates):

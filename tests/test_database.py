@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import networkx as nx
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from evo.database import Database, DatabaseConfig, FeatureConfig, Grid, normalized_hash, pareto_mask, topology
+from evo.database.config import SearchSettings
 from evo.database.matrix import MemberMatrix
 from evo.selection.population import signature_keys
 from evo.errors import UserError
@@ -26,7 +28,9 @@ def ok(*scores: float, **extras: float) -> Evaluation:
 
 def config(**overrides) -> DatabaseConfig:
     base = dict(objectives=OBJECTIVES, islands=1, migration_interval=0, selection="uniform", population_cap=0)
-    return DatabaseConfig(**{**base, **overrides})
+    merged = {**base, **overrides}
+    search = {k: merged.pop(k) for k in list(merged) if k in SearchSettings.__dataclass_fields__}
+    return DatabaseConfig(**merged, search=SearchSettings(**search))
 
 
 def program(i: int) -> str:
@@ -168,7 +172,7 @@ def test_genealogy_and_pareto(tmp_path):
 
 def run_random_history(db: Database, rng: np.random.Generator, steps: int) -> None:
     for step in range(steps):
-        island = int(rng.integers(db.config.islands))
+        island = int(rng.integers(db.config.search.islands))
         code = program(int(rng.integers(60)))
         if rng.random() < 0.15:
             db.add(code, Evaluation.failed("exception", f"boom {step}"), island=island)
@@ -195,7 +199,7 @@ def test_reopening_rebuilds_identical_state(tmp_path, seed):
     assert db.iteration > 5 and any(e["kind"] == "reset" for e in db.store.events())
     assert any(p.removed is not None for p in db.programs.values())
     reopened = Database.open(tmp_path)
-    for island in range(cfg.islands):  # the same members in the same order: the same draws
+    for island in range(cfg.search.islands):  # the same members in the same order: the same draws
         live = db.sample(island, np.random.default_rng(island))
         again = reopened.sample(island, np.random.default_rng(island))
         assert [[p.id for p in group] for group in live] == [[p.id for p in group] for group in again]
@@ -295,3 +299,16 @@ def test_grid_cells_match_clip_floor_ravel(dims):
     index = np.floor((np.clip(values, low, high) - low) / (high - low) * bins).astype(int)
     expected = np.ravel_multi_index(tuple(np.minimum(index, bins - 1)), tuple(bins))
     assert Grid(features).cell(values) == expected
+
+
+def test_a_config_stored_before_search_settings_still_loads():
+    """Runs stored their [search] keys at the top level of the config; they load into SearchSettings."""
+    flat = {"objectives": ["a", "b"], "weights": None, "features": [{"name": "n", "source": "code_length",
+            "range": [0, 9], "bins": 3}], "islands": 3, "topology": [[0, 1]], "migration_interval": 0,
+            "migration_size": 2, "reset_interval": 0, "selection": "uniform", "selection_options": {},
+            "parents": 2, "inspirations": 2, "population_cap": 10, "seed": 4}
+    loaded = DatabaseConfig.from_json(json.dumps(flat))
+    assert loaded.search == SearchSettings(islands=3, topology=((0, 1),), migration_interval=0, selection="uniform",
+                                           population_cap=10)
+    assert loaded.seed == 4 and loaded.features == (FeatureConfig("n", "code_length", (0, 9), 3),)
+    assert DatabaseConfig.from_json(loaded.to_json()) == loaded

@@ -3,13 +3,13 @@ import pytest
 
 from evo.features import as_dict, feature_values, required_extras
 from evo.scores import BadOutput
-from evo.spec import Feature
+from evo.database import FeatureConfig
 
 OBJECTIVES = ("speed", "accuracy")
 FEATURES = (
-    Feature("length", "code_length", (0.0, 100.0), 10),
-    Feature("acc", "objective:accuracy", (0.0, 1.0), 5),
-    Feature("calls", "scorer:calls", (0.0, 50.0), 5),
+    FeatureConfig("length", "code_length", (0.0, 100.0), 10),
+    FeatureConfig("acc", "objective:accuracy", (0.0, 1.0), 5),
+    FeatureConfig("calls", "scorer:calls", (0.0, 50.0), 5),
 )
 
 

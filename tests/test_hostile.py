@@ -23,7 +23,7 @@ SCORER = f"{ROOT / 'tests' / 'hostile' / 'scorer.py'}:evaluate"
 MARKER = f"evo-hostile-{uuid.uuid4().hex[:12]}"
 REPO_FILE = ROOT / f"{MARKER}.txt"
 TMP_FILE = Path(f"/tmp/{MARKER}.txt")
-LIMITS = spec.Sandbox(workers=1, timeout=2.0, memory_mb=128, max_processes=64, output_bytes=4096)
+LIMITS = spec.SandboxLimits(workers=1, timeout=2.0, memory_mb=128, max_processes=64, output_bytes=4096)
 # (not sys.executable: a candidate has no capability left to read a Python in a private home)
 SLEEPER = f"['/bin/sh', '-c', 'sleep 1000', '{MARKER}']"
 
@@ -218,7 +218,7 @@ SHARED_FORGERIES = {  # with isolation "shared" a forged frame reaches the zygot
 def test_forged_frames_in_shared_mode_are_bad_output_quickly(mode):
     if mode == "namespaces" and not namespaces_available():
         pytest.skip("namespaces need root")
-    limits = spec.Sandbox(workers=1, timeout=5.0, memory_mb=256, isolation="shared")
+    limits = spec.SandboxLimits(workers=1, timeout=5.0, memory_mb=256, isolation="shared")
     with Sandbox(SCORER, ("a", "b"), limits, required=("key",), namespaces={"namespaces": "on", "rlimits": "off"}[mode]) as box:
         for name, data in SHARED_FORGERIES.items():
             code = f"import os, struct\ndata = {data!r}\nos.write(3, struct.pack('>I', len(data)) + data)\nos._exit(0)\n"

@@ -98,7 +98,7 @@ def _sandbox_pass_rates(tmp_path: Path, programs: list[tuple[str, tuple[str, ...
         "    job = json.loads(open(path).read())\n"
         "    passed = run_tests(job['program'], job['tests'], 3.0)\n"
         "    return {'pass_rate': sum(passed) / len(passed)}\n")
-    limits = specs.Sandbox(timeout=120.0, workers=2)
+    limits = specs.SandboxLimits(timeout=120.0, workers=2)
     with Sandbox(f"{tmp_path / 'batch.py'}:evaluate", ["pass_rate"], limits, search_path=str(tmp_path), suffix=".json") as sandbox:
         futures = [sandbox.submit(json.dumps({"program": p, "tests": list(t)})) for p, t in programs]
         evaluations = [f.result() for f in futures]

@@ -7,17 +7,15 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import numpy as np
 import pytest
 
-from evo.journal import DUPLICATE, PARSE_ERROR, Journal
-from evo.loop import Loop, LoopConfig
+from evo.database import Database, DatabaseConfig, SearchSettings, normalized_hash
+from evo.database.journal import DUPLICATE, PARSE_ERROR
+from evo.loop import Evolution, LoopConfig, run
 from evo.policies.base import Completion
 from evo.policies.mutate import MutatePolicy
-from evo.program import code_hash
-from evo.prompts import Shown
 from evo.sandbox.pool import Sandbox
-from evo.spec import Sandbox as Limits
+from evo.spec import SandboxLimits
 
 PROGRAM = "# EVOLVE-BLOCK-START\nA = 1.0\nB = 2.0\n# EVOLVE-BLOCK-END\n"
 SCORER = '''
@@ -27,51 +25,8 @@ def evaluate(path):
     a, b = float(ns["A"]), float(ns["B"])
     return {"fa": 1.0 / (1.0 + abs(a - 3.0)), "fb": 1.0 / (1.0 + abs(b + 1.0))}
 '''
-
-
-class ListArchive:
-    """A minimal in-memory archive: islands of (code, scores), uniform parent choice."""
-
-    def __init__(self, islands: int = 2) -> None:
-        self.islands = islands
-        self.members: list[list[tuple[str, np.ndarray]]] = [[] for _ in range(islands)]
-        self.hashes: set[str] = set()
-        self.ended: list[int] = []
-
-    def seed(self, code: str, scores: np.ndarray) -> None:
-        for island in self.members:
-            island.append((code, scores))
-
-    def sample(self, island, rng):
-        pool = self.members[island]
-        picks = rng.integers(0, len(pool), size=3)
-        shown = [Shown(pool[i][0], float(pool[i][1].mean()), {"fa": pool[i][1][0], "fb": pool[i][1][1]}, int(i)) for i in picks]
-        return shown[:1], shown[1:]
-
-    @property
-    def iterations(self):
-        return len(self.ended)
-
-    def key(self, code):
-        return code_hash(code)
-
-    def keys(self):
-        return set(self.hashes)
-
-    def commit(self, batch):
-        for iteration, evaluated in batch:
-            assert iteration == len(self.ended)
-            for candidate, evaluation in evaluated:
-                self.hashes.add(candidate.hash)
-                if evaluation.ok:
-                    self.members[candidate.island].append((candidate.code, evaluation.scores))
-            self.ended.append(iteration)
-
-    def best_scalar(self):
-        return max((s.mean() for island in self.members for _, s in island), default=None)
-
-    def coverage(self):
-        return 0.0
+DATABASE = DatabaseConfig(objectives=("fa", "fb"), search=SearchSettings(islands=2, selection="uniform", parents=1,
+                                                                        inspirations=2, migration_interval=5))
 
 
 class JitteryEvaluator:
@@ -102,38 +57,41 @@ class JitteryEvaluator:
 @pytest.fixture
 def sandbox(tmp_path):
     (tmp_path / "score.py").write_text(SCORER)
-    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["fa", "fb"], Limits(isolation="none")) as box:
+    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["fa", "fb"], SandboxLimits(isolation="none")) as box:
         yield box
 
 
-def start(tmp_path, name, sandbox, policy, config, jitter=0.0, seed=0, islands=2):
-    archive = ListArchive(islands)
-    archive.seed(PROGRAM, sandbox.evaluate(PROGRAM).scores)
-    journal = Journal(tmp_path / f"{name}.sqlite")
-    evaluator = JitteryEvaluator(sandbox, jitter, seed)
-    return Loop(config, policy, evaluator, archive, journal), archive, journal, evaluator
+def start(tmp_path, name, sandbox, config, jitter=0.0, seed=0):
+    """A fresh run database holding the initial program, its Evolution and a jittery evaluator."""
+    db = Database.open(tmp_path / name, DATABASE)
+    db.add_initial(PROGRAM, sandbox.evaluate(PROGRAM))
+    return Evolution(config, db), db, JitteryEvaluator(sandbox, jitter, seed)
 
 
-def snapshot(journal):
-    rows = [(c.iteration, c.slot, c.hash, c.status) for c in journal.candidates()]
-    evals = {k: (None if e.scores is None else tuple(e.scores)) for k, e in journal.evaluations().items()}
+def snapshot(db):
+    rows = [(c.iteration, c.slot, c.hash, c.status) for c in db.journal.candidates()]
+    evals = {k: (None if e.scores is None else tuple(e.scores)) for k, e in db.journal.evaluations().items()}
     return rows, evals
 
 
-CONFIG = LoopConfig(iterations=24, seed=7, samples=3, batch=2, depth=2, objectives=("fa", "fb"))
+def codes(db):
+    return [(p.code, p.island, p.removed) for p in db.programs.values()]
+
+
+CONFIG = LoopConfig(iterations=24, seed=7, samples=3, batch=2, depth=2)
 
 
 def test_same_seed_same_run_whatever_the_timing(tmp_path, sandbox):
     runs = []
     for name, jitter, seed in (("a", 0.0, 1), ("b", 0.01, 2), ("c", 0.01, 3)):
-        loop, archive, journal, _ = start(tmp_path, name, sandbox, MutatePolicy(), CONFIG, jitter, seed)
-        progress = loop.run()
-        assert progress.iteration == 24 and journal.committed() == 24
-        runs.append((snapshot(journal), [m[0] for island in archive.members for m in island]))
+        evolution, db, evaluator = start(tmp_path, name, sandbox, CONFIG, jitter, seed)
+        progress = run(evolution, MutatePolicy(), evaluator)
+        assert progress.iteration == 24 and db.iteration == 24
+        runs.append((snapshot(db), codes(db)))
     assert runs[0] == runs[1] == runs[2]
-    other, *_ = start(tmp_path, "d", sandbox, MutatePolicy(), LoopConfig(**{**CONFIG.__dict__, "seed": 8}))
-    other.run()
-    assert snapshot(other.journal) != runs[0][0]
+    other, db, evaluator = start(tmp_path, "d", sandbox, LoopConfig(**{**CONFIG.__dict__, "seed": 8}))
+    run(other, MutatePolicy(), evaluator)
+    assert snapshot(db) != runs[0][0]
 
 
 class SlowPolicy:
@@ -153,9 +111,9 @@ class SlowPolicy:
 def test_generation_and_evaluation_overlap(tmp_path, sandbox):
     log: list = []
     config = LoopConfig(iterations=12, seed=1, samples=2, batch=2, depth=2)
-    loop, _, journal, evaluator = start(tmp_path, "o", sandbox, SlowPolicy(0.05, log), config, jitter=0.05)
+    evolution, db, evaluator = start(tmp_path, "o", sandbox, config, jitter=0.05)
     evaluator.log = log
-    loop.run()
+    run(evolution, SlowPolicy(0.05, log), evaluator)
     log.sort(key=lambda item: item[1])
     generating = evaluating = 0
     overlapped = False
@@ -164,7 +122,7 @@ def test_generation_and_evaluation_overlap(tmp_path, sandbox):
         evaluating += {"eval-start": 1, "eval-end": -1}.get(event, 0)
         overlapped |= generating > 0 and evaluating > 0
     assert overlapped
-    assert journal.committed() == 12
+    assert db.iteration == 12
 
 
 class FixedPolicy:
@@ -179,21 +137,19 @@ def test_duplicates_and_parse_failures_are_counted_not_evaluated(tmp_path, sandb
     same = "```python\n# EVOLVE-BLOCK-START\nA = 3.0\nB = 2.0\n# EVOLVE-BLOCK-END\n```"
     policy = FixedPolicy([same, "no code", same.replace("3.0", "3.0   ")])
     config = LoopConfig(iterations=4, seed=0, samples=3, batch=1, depth=1)
-    loop, archive, journal, evaluator = start(tmp_path, "d", sandbox, policy, config)
-    progress = loop.run()
+    evolution, db, evaluator = start(tmp_path, "d", sandbox, config)
+    progress = run(evolution, policy, evaluator)
     assert evaluator.calls == 1  # one distinct program, whitespace variants are duplicates
-    statuses = [c.status for c in journal.candidates()]
+    statuses = [c.status for c in db.journal.candidates()]
     assert statuses.count(PARSE_ERROR) == 4 and statuses.count(DUPLICATE) == 7
     assert (progress.parse_errors, progress.duplicates, progress.evaluations) == (4, 7, 1)
-    assert archive.ended == [0, 1, 2, 3]
+    assert db.iteration == 4 and len(db.evaluated(ok_only=False)) == 2  # the initial program and one more
 
 
 def test_initial_program_is_a_duplicate(tmp_path, sandbox):
-    loop, archive, journal, evaluator = start(tmp_path, "i", sandbox, FixedPolicy([f"```python\n{PROGRAM}```"]),
-                                              LoopConfig(iterations=2, samples=1, batch=1, depth=1))
-    archive.hashes.add(code_hash(PROGRAM))
-    loop = Loop(loop.config, loop.policy, evaluator, archive, journal)  # the seen set is read at start
-    loop.run()
+    evolution, db, evaluator = start(tmp_path, "i", sandbox, LoopConfig(iterations=2, samples=1, batch=1, depth=1))
+    assert normalized_hash(PROGRAM) in db.seen  # the seen set is read at start
+    run(evolution, FixedPolicy([f"```python\n{PROGRAM}```"]), evaluator)
     assert evaluator.calls == 0
 
 
@@ -201,10 +157,10 @@ def test_stops_at_target(tmp_path, sandbox):
     best = "```python\n# EVOLVE-BLOCK-START\nA = 3.0\nB = -1.0\n# EVOLVE-BLOCK-END\n```"
     policy = FixedPolicy([best])
     config = LoopConfig(iterations=50, seed=0, samples=1, batch=1, depth=1, target=1.0)
-    loop, _, journal, _ = start(tmp_path, "t", sandbox, policy, config)
-    progress = loop.run()
+    evolution, db, evaluator = start(tmp_path, "t", sandbox, config)
+    progress = run(evolution, policy, evaluator)
     assert progress.reached_target and progress.best == 1.0
-    assert progress.iteration == 1 and journal.committed() == 1
+    assert progress.iteration == 1 and db.iteration == 1
 
 
 class Crash(Exception):
@@ -212,27 +168,26 @@ class Crash(Exception):
 
 
 def test_resume_after_a_crash_continues_the_same_run(tmp_path, sandbox):
-    reference, _, ref_journal, _ = start(tmp_path, "ref", sandbox, MutatePolicy(), CONFIG, jitter=0.005)
-    reference.run()
+    reference, ref_db, evaluator = start(tmp_path, "ref", sandbox, CONFIG, jitter=0.005)
+    run(reference, MutatePolicy(), evaluator)
 
-    loop, archive, journal, evaluator = start(tmp_path, "crash", sandbox, MutatePolicy(), CONFIG, jitter=0.005)
+    evolution, db, evaluator = start(tmp_path, "crash", sandbox, CONFIG, jitter=0.005)
 
     def crash(progress):
         if progress.iteration >= 9:
             raise Crash
 
-    loop.on_progress = crash
     with pytest.raises(Crash):
-        loop.run()
-    killed_at = journal.committed()
+        run(evolution, MutatePolicy(), evaluator, crash)
+    killed_at = db.iteration
     assert 9 <= killed_at < 24
-    generated_before = len(journal.candidates())
+    generated_before = len(db.journal.candidates())
     assert generated_before > killed_at * CONFIG.samples  # work beyond the commit point was journaled
-    resumed = Loop(CONFIG, MutatePolicy(), evaluator, archive, Journal(journal.path))
+    resumed = Evolution(CONFIG, Database.open(tmp_path / "crash"))
     assert resumed.committed == killed_at
-    progress = resumed.run()
+    progress = run(resumed, MutatePolicy(), evaluator)
     assert progress.iteration == 24
-    assert snapshot(resumed.journal) == snapshot(ref_journal)
+    assert snapshot(resumed.db) == snapshot(ref_db) and codes(resumed.db) == codes(ref_db)
 
 
 class CountingPolicy:
@@ -252,24 +207,31 @@ class CountingPolicy:
 
 def test_target_stops_at_the_exact_iteration_inside_a_batch(tmp_path, sandbox):
     config = LoopConfig(iterations=40, seed=0, samples=1, batch=4, depth=2, target=1.0)
-    loop, archive, journal, _ = start(tmp_path, "x", sandbox, CountingPolicy(), config)
-    progress = loop.run()
-    assert progress.reached_target and progress.iteration == 3 and journal.committed() == 3
-    assert archive.ended == [0, 1, 2]
+    evolution, db, evaluator = start(tmp_path, "x", sandbox, config)
+    progress = run(evolution, CountingPolicy(), evaluator)
+    assert progress.reached_target and progress.iteration == 3 and db.iteration == 3
+    assert sorted({p.iteration for p in db.evaluated()}) == [0, 1, 2]
 
 
-def test_resume_when_the_database_committed_but_the_journal_did_not(tmp_path, sandbox):
-    loop, archive, journal, evaluator = start(tmp_path, "j", sandbox, MutatePolicy(), CONFIG)
-    original = journal.mark_committed
-
-    journal.mark_committed = lambda iterations: (_ for _ in ()).throw(Crash())  # the kill lands here
+def test_a_kill_inside_the_commit_transaction_leaves_neither_programs_nor_the_count(tmp_path, sandbox):
+    """Programs, the iteration counter and the journal share one file and one transaction:
+    a failure between inserting the programs and counting them rolls both back."""
+    reference, ref_db, evaluator = start(tmp_path, "ref", sandbox, CONFIG)
+    run(reference, MutatePolicy(), evaluator)
+    evolution, db, evaluator = start(tmp_path, "j", sandbox, CONFIG)
+    original = db.end_iteration
+    db.end_iteration = lambda: (_ for _ in ()).throw(Crash()) if db.iteration >= 5 else original()  # the kill lands here
     with pytest.raises(Crash):
-        loop.run()
-    journal.mark_committed = original
-    assert journal.committed() == 0 and archive.iterations > 0
-    resumed = Loop(CONFIG, MutatePolicy(), evaluator, archive, Journal(journal.path))
-    assert resumed.committed == archive.iterations == resumed.journal.committed()
-    assert resumed.run().iteration == 24
+        run(evolution, MutatePolicy(), evaluator)
+    reopened = Database.open(tmp_path / "j")
+    killed_at = reopened.iteration  # the batch holding iteration 5 was rolled back whole
+    assert killed_at == db.iteration <= 5 and reopened.state() == db.state()
+    assert max(p.iteration for p in reopened.evaluated(ok_only=False)) < killed_at  # nothing uncounted stayed
+    assert len(reopened.journal.candidates()) > killed_at * CONFIG.samples  # the journal kept the rest
+    resumed = Evolution(CONFIG, reopened)
+    assert resumed.committed == killed_at
+    assert run(resumed, MutatePolicy(), evaluator).iteration == 24
+    assert snapshot(reopened) == snapshot(ref_db) and codes(reopened) == codes(ref_db)
 
 
 class RecordingPolicy(FixedPolicy):
@@ -287,6 +249,19 @@ class RecordingPolicy(FixedPolicy):
 def test_completion_budget(tmp_path, sandbox, style, given, expected):
     policy = RecordingPolicy(["no code"])
     config = LoopConfig(iterations=2, samples=1, batch=1, depth=1, style=style, max_new_tokens=given)
-    loop, *_ = start(tmp_path, "b", sandbox, policy, config)
-    loop.run()
+    evolution, _, evaluator = start(tmp_path, "b", sandbox, config)
+    run(evolution, policy, evaluator)
     assert policy.budgets == [expected, expected]
+
+
+def test_the_ask_tell_example_in_docs_loop_md_runs(capsys, monkeypatch):
+    """The notebook example of docs/loop.md, run as written (from the repository root)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "loop.md").read_text()
+    example = text.split("### From Python: ask / tell", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(root)
+    exec(compile(example, "docs/loop.md", "exec"), {})
+    iteration, best = capsys.readouterr().out.split()
+    assert int(iteration) == 6 and float(best) > 0

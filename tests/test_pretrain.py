@@ -152,3 +152,23 @@ def test_an_explicit_context_too_small_for_the_prompts_is_a_clear_error(tmp_path
     done = _pretrain(tmp_path, "--task", "symreg", "--context", "512")
     assert done.returncode == 2 and "pass --context" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_pretrain_flag_defaults_are_sftconfigs_and_reproduce_the_shipped_warmups():
+    """One source: `evo pretrain`'s defaults are SFTConfig's, which are the settings the
+    shipped warm-ups recorded (their commands pass no --batch-size / --lr)."""
+    import click
+
+    from evo.commands.pretrain import command
+
+    with click.Context(command) as ctx:
+        defaults = {p.name: p.get_default(ctx) for p in command.params}
+    config = SFTConfig()
+    for name in ("steps", "decay_steps", "batch_size", "lr", "pool", "multi_fraction", "seed", "threads"):
+        assert defaults[name] == getattr(config, name), name
+    for recorded in SHIPPED.parent.glob("*/pretrain.json"):
+        settings = json.loads(recorded.read_text())
+        if "--batch-size" not in settings.get("command", "") and "batch_size" in settings:
+            assert (settings["batch_size"], settings["lr"]) == (config.batch_size, config.lr), recorded
+    lazy = "import sys, evo.commands.pretrain; assert 'torch' not in sys.modules"  # `evo --help` stays fast
+    assert subprocess.run([sys.executable, "-c", lazy], capture_output=True).returncode == 0

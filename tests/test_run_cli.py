@@ -110,7 +110,7 @@ def test_spec_flags_override_the_spec(problem, tmp_path):
     assert settings["overrides"] == {"search.iterations": 3, "search.islands": 3, "prompt.style": "diff",
                                      "features.length.bins": 5}
     config = json.loads(sqlite3.connect(out / "programs.sqlite").execute("SELECT value FROM meta WHERE key='config'").fetchone()[0])
-    assert config["islands"] == 3 and config["features"][0]["bins"] == 5
+    assert config["search"]["islands"] == 3 and config["features"][0]["bins"] == 5
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_existing_run_dir_is_not_overwritten(problem, tmp_path):
 
 
 def journal_rows(directory: Path) -> tuple[list, list]:
-    db = sqlite3.connect(directory / "journal.sqlite")
+    db = sqlite3.connect(directory / "programs.sqlite")  # the journal shares the run's one file
     candidates = db.execute("SELECT iteration, slot, hash, status FROM candidates ORDER BY iteration, slot").fetchall()
     evaluations = db.execute("SELECT iteration, slot, scores, failure_kind FROM evaluations ORDER BY iteration, slot").fetchall()
     db.close()
@@ -275,9 +275,66 @@ def test_one_run_per_directory_at_a_time(problem, tmp_path):
         deadline = time.monotonic() + 30
         while committed(out) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        second = evo("run", "--resume", str(out))
+        settings = (out / "run.json").read_bytes()
+        second = evo("run", "--resume", str(out), "--iterations", "999")
         assert second.returncode == 2 and "in use by another evo run" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+        assert (out / "run.json").read_bytes() == settings  # the refused resume left the live run's budget
     finally:
         first.kill()
         first.wait()
     assert evo("run", "--resume", str(out), "--iterations", "3", "--quiet").returncode == 0  # the lock died with it
+
+
+LEGACY_JOURNAL = """
+CREATE TABLE j.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE j.candidates (
+    iteration INTEGER NOT NULL, slot INTEGER NOT NULL, island INTEGER NOT NULL,
+    code TEXT NOT NULL, hash TEXT NOT NULL, parents TEXT NOT NULL,
+    status TEXT NOT NULL, message TEXT NOT NULL,
+    PRIMARY KEY (iteration, slot));
+CREATE TABLE j.evaluations (
+    iteration INTEGER NOT NULL, slot INTEGER NOT NULL,
+    scores TEXT, failure_kind TEXT, failure_message TEXT,
+    extras TEXT NOT NULL, seconds REAL NOT NULL, output TEXT NOT NULL,
+    PRIMARY KEY (iteration, slot));
+CREATE TABLE j.commits (iteration INTEGER PRIMARY KEY);
+INSERT INTO j.candidates SELECT * FROM main.candidates;
+INSERT INTO j.evaluations SELECT * FROM main.evaluations;
+DROP TABLE main.candidates;
+DROP TABLE main.evaluations;
+"""
+
+
+def to_legacy_layout(directory: Path) -> None:
+    """Rewrite a run directory as the layout before one file per run: the journal in
+    journal.sqlite, the database config with its [search] keys at the top level."""
+    db = sqlite3.connect(directory / "programs.sqlite", isolation_level=None)
+    db.execute("ATTACH DATABASE ? AS j", (str(directory / "journal.sqlite"),))
+    db.executescript(LEGACY_JOURNAL)
+    iteration = int(db.execute("SELECT value FROM meta WHERE key = 'iteration'").fetchone()[0])
+    db.executemany("INSERT INTO j.commits VALUES (?)", [(i,) for i in range(iteration)])
+    config = json.loads(db.execute("SELECT value FROM meta WHERE key = 'config'").fetchone()[0])
+    search = config.pop("search")
+    for key in ("samples_per_prompt", "iterations", "target"):
+        search.pop(key)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'config'", (json.dumps({**config, **search}),))
+    db.close()
+
+
+def test_a_run_directory_of_the_two_file_layout_resumes_into_one_file(problem, tmp_path):
+    runs = {}
+    for name in ("reference", "legacy"):
+        out = tmp_path / name
+        first = evo("run", str(problem), "--policy", "mutate:", "--iterations", "4", "--seed", "2", "--out", str(out), "--quiet")
+        assert first.returncode == 0, first.stderr
+        if name == "legacy":
+            counted = show(out)
+            to_legacy_layout(out)
+            assert "candidates" not in str(programs(out)) and (out / "journal.sqlite").is_file()
+            assert show(out) == counted  # evo show reads the old journal as it is
+        again = evo("run", "--resume", str(out), "--iterations", "7", "--quiet")
+        assert again.returncode == 0, again.stderr
+        runs[name] = (programs(out), journal_rows(out), show(out)["duplicates"], show(out)["iterations"])
+    assert not (tmp_path / "legacy" / "journal.sqlite").exists()
+    assert runs["legacy"] == runs["reference"] and runs["legacy"][3] == 7

@@ -39,7 +39,7 @@ def scorer(tmp_path: Path, body: str = RUNNER, name: str = "score.py") -> str:
 
 def sandbox(tmp_path: Path, namespaces: str = "off", body: str = RUNNER, **limits) -> Sandbox:
     limits = {"workers": 1, "timeout": 5.0, "memory_mb": 256, **limits}
-    return Sandbox(scorer(tmp_path, body), ("a", "b"), spec.Sandbox(**limits), namespaces=namespaces)
+    return Sandbox(scorer(tmp_path, body), ("a", "b"), spec.SandboxLimits(**limits), namespaces=namespaces)
 
 
 def descendants() -> list[psutil.Process]:
@@ -208,7 +208,7 @@ def evaluate(path):
 
 @pytest.mark.parametrize("isolation", ["process", "none"])
 def test_programs_that_are_not_python_are_not_compiled(tmp_path, isolation):
-    limits = spec.Sandbox(workers=1, isolation=isolation)
+    limits = spec.SandboxLimits(workers=1, isolation=isolation)
     with Sandbox(scorer(tmp_path, TEXT_SCORER), ("a", "b"), limits, suffix=".txt") as box:
         evaluation = box.evaluate("RIGHT, DOWN, (not python")
     assert evaluation.ok, evaluation.failure
@@ -237,7 +237,7 @@ def test_a_scorer_that_disappears_is_a_user_error_at_the_restart(tmp_path):
 def test_workers_exit_when_the_search_process_is_killed(tmp_path, mode):
     script = (
         "import time\nfrom evo import spec\nfrom evo.sandbox import Sandbox\n"
-        f"box = Sandbox({scorer(tmp_path)!r}, ('a', 'b'), spec.Sandbox(workers=2), namespaces={mode!r})\n"
+        f"box = Sandbox({scorer(tmp_path)!r}, ('a', 'b'), spec.SandboxLimits(workers=2), namespaces={mode!r})\n"
         "assert box.evaluate('x = 1').ok\n"
         "print(*[w.proc.pid for w in box._workers], box._scratch, flush=True)\ntime.sleep(100)\n"
     )
@@ -282,7 +282,7 @@ NON_ROOT = """
 import json, os
 from evo import spec
 from evo.sandbox import Sandbox
-with Sandbox(SCORER, ("a", "b"), spec.Sandbox(workers=1, timeout=5.0, max_processes=32)) as box:
+with Sandbox(SCORER, ("a", "b"), spec.SandboxLimits(workers=1, timeout=5.0, max_processes=32)) as box:
     results = {
         "mode": box.mode,
         "uid": box.evaluate("import os\\ndef result():\\n    return [os.getuid(), 0]").scores[0],

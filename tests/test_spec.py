@@ -47,14 +47,14 @@ def test_example_spec_loads_with_its_values():
     assert s.problem.scorer == f"{EXAMPLE.parent / 'score.py'}:evaluate"
     assert s.sandbox.timeout == 20.0 and s.search.target == 0.95
     assert [f.name for f in s.features] == ["length", "rastrigin"]
-    assert s.features[0] == spec.Feature("length", "code_length", (0.0, 4000.0), 10)
+    assert s.features[0] == spec.FeatureConfig("length", "code_length", (0.0, 4000.0), 10)
 
 
 def test_minimal_spec_gets_every_default(project):
     s = spec.load(write(project, MINIMAL))
     assert s.problem.weights == (1.0, 1.0)
     assert s.problem.name == project.name
-    assert s.sandbox == spec.Sandbox() and s.search == spec.Search() and s.prompt == spec.Prompt()
+    assert s.sandbox == spec.SandboxLimits() and s.search == spec.SearchSettings() and s.prompt == spec.PromptSettings()
     assert s.features == () and s.sandbox.cpu_limit == s.sandbox.timeout
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.search.iterations = 3  # type: ignore[misc]
@@ -174,8 +174,9 @@ _VALUES = st.one_of(
     st.integers(-5, 10**6), st.floats(), st.text(max_size=8), st.booleans(),
     st.lists(st.integers(-2, 5), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
-_KEYS = [("sandbox", k) for k in spec.Sandbox.__annotations__] + [("search", k) for k in spec.Search.__annotations__] + [
-    ("prompt", k) for k in spec.Prompt.__annotations__] + [("features", "f.source"), ("features", "f.range"),
+_KEYS = [("sandbox", f.name) for f in dataclasses.fields(spec.SandboxLimits)] + [
+    ("search", f.name) for f in dataclasses.fields(spec.SearchSettings)] + [
+    ("prompt", f.name) for f in dataclasses.fields(spec.PromptSettings)] + [("features", "f.source"), ("features", "f.range"),
     ("features", "f.bins"), ("problem", "weights"), ("problem", "name")]
 
 
@@ -214,11 +215,43 @@ def test_balanced_markers_and_several_blocks_are_fine(project):
 
 
 def test_selection_options_and_population_cap_reach_the_database(project):
-    from evo.archive import database_config
-
     s = spec.load(write(project, MINIMAL + '[search]\nselection = "tournament"\nselection_options = { size = 3 }\n'
                                           "population_cap = 50\n"))
-    config = database_config(s, seed=0)
-    assert config.selection == "tournament" and config.selection_options == {"size": 3}
-    assert config.population_cap == 50
-    assert database_config(spec.load(write(project, MINIMAL)), seed=0).population_cap == spec.Search().population_cap
+    config = s.database_config(seed=0)
+    assert config.search.selection == "tournament" and config.search.selection_options == {"size": 3}
+    assert config.search.population_cap == 50
+    assert spec.load(write(project, MINIMAL)).database_config(seed=0).search.population_cap == spec.SearchSettings().population_cap
+
+
+@pytest.mark.parametrize("key, names", [
+    ("search.selection", __import__("evo.selection", fromlist=["NAMES"]).NAMES),
+    ("search.topology", tuple(__import__("evo.database", fromlist=["TOPOLOGIES"]).TOPOLOGIES)),
+    ("prompt.style", __import__("evo.prompts", fromlist=["STYLES"]).STYLES),
+])
+def test_every_registered_name_is_a_valid_spec_value(project, key, names):
+    """The spec checks names against the registries themselves (downsampled-lexicase was refused)."""
+    s = spec.load(write(project, MINIMAL))
+    assert "downsampled-lexicase" in names or key != "search.selection"
+    for name in names:
+        section, field = key.split(".")
+        assert getattr(getattr(s.override({key: name}), section), field) == name
+
+
+def test_migration_interval_zero_means_never_in_the_spec_and_the_database(project, tmp_path):
+    """One rule: 0 = never migrate, like reset_interval; a negative interval is refused by both."""
+    from evo.database import Database, DatabaseConfig, SearchSettings
+
+    s = spec.load(write(project, MINIMAL + "[search]\nmigration_interval = 0\n"))
+    assert s.search.migration_interval == 0
+    assert "[search] migration_interval: expected an integer >= 0" in error_of(
+        write(project, MINIMAL + "[search]\nmigration_interval = -1\n"))
+    with pytest.raises(UserError, match="migration_interval"):
+        SearchSettings(migration_interval=-1)
+    from evo.scores import Evaluation
+    import numpy as np
+
+    with Database.open(tmp_path / "db", DatabaseConfig(objectives=("a",), search=SearchSettings(islands=2, migration_interval=0))) as db:
+        db.add("x = 1", Evaluation(scores=np.array([1.0])), island=0)
+        for _ in range(30):
+            db.end_iteration()
+        assert not [e for e in db.store.events() if e["kind"] == "migration"]

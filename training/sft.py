@@ -24,15 +24,16 @@ from tasks.base import Instance, ParseError, Task, TemplateMismatch
 
 @dataclass(frozen=True)
 class SFTConfig:
-    steps: int = 2000
-    batch_size: int = 32
-    lr: float = 2e-3
+    # defaults of `evo pretrain`: the settings the shipped warm-ups were trained with
+    steps: int = 700
+    batch_size: int = 24
+    lr: float = 3e-3
     warmup: int = 100
     decay_steps: int = 0  # length of the cosine schedule (0: `steps`; more: stop before its end)
     weight_decay: float = 0.01
-    multi_fraction: float = 0.5  # share of examples in the m-answer template
+    multi_fraction: float = 0.6  # share of examples in the m-answer template
     m: int = 3
-    pool: int = 3000  # training instances
+    pool: int = 2000  # training instances
     length_groups: int = 4  # forward passes per step, over examples sorted by length (less padding)
     seed: int = 0
     threads: int = 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 import types
 import typing
@@ -14,8 +13,9 @@ import click
 from evo import spec as specs
 from evo.commands import params
 from evo.errors import UserError
+from evo.loop import LoopConfig
 
-_SECTIONS = {"sandbox": specs.Sandbox, "search": specs.Search, "prompt": specs.Prompt}
+_SECTIONS = {"sandbox": specs.SandboxLimits, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
 
 
 def _click_type(annotation: object) -> type:
@@ -50,8 +50,11 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
     for name, value in options.items():
         if "__" in name and value is not None:
             section, key = name.split("__", 1)
-            if key == "topology" and isinstance(value, str) and value.startswith("["):
-                value = json.loads(value)
+            if key == "topology" and isinstance(value, str) and value.lstrip().startswith("["):
+                value = _parse_value(value)
+                if isinstance(value, str):
+                    raise UserError(f"--topology {value!r}: expected a topology name or a list of island pairs, "
+                                    "e.g. --topology '[[0, 1], [1, 2]]'")
             overrides[f"{section}.{key}"] = value
     for item in sets:
         key, sep, value = item.partition("=")
@@ -83,13 +86,14 @@ def _set_threads(threads: int | None, policy_uri: str | None) -> None:
               help="continue the run in DIR (after a crash or kill)")
 @click.option("--executor", type=click.Choice(["process", "ray"]), default=None,
               help="evaluation workers: the sandbox's process pool (default) or Ray actors")
-@click.option("--batch", type=click.IntRange(min=1), default=None, help="prompts per policy call (default 4)")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help=f"prompts per policy call (default {LoopConfig.batch})")
 @click.option("--depth", type=click.IntRange(min=1), default=None,
-              help="policy calls allowed ahead of the database (default 2)")
+              help=f"policy calls allowed ahead of the database (default {LoopConfig.depth})")
 @click.option("--max-new-tokens", type=params.MAX_NEW_TOKENS, default=None,
               help="completion budget (default 4096; continue prompts: twice the parent's block + 64)")
-@click.option("--temperature", type=params.TEMPERATURE, default=None, help="default 1.0 (0: greedy)")
-@click.option("--top-p", type=params.TOP_P, default=None, help="nucleus sampling, in (0, 1]; default 1.0")
+@click.option("--temperature", type=params.TEMPERATURE, default=None, help=f"default {LoopConfig.temperature} (0: greedy)")
+@click.option("--top-p", type=params.TOP_P, default=None, help=f"nucleus sampling, in (0, 1]; default {LoopConfig.top_p}")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override any spec key, e.g. --set features.length.bins=20 (repeatable)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -102,7 +106,7 @@ def command(spec_path, policy_uri, seed, out, resume_dir, executor, batch, depth
     from evo import policies, run_dir
 
     loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
-                    "temperature": temperature, "top_p": top_p}
+                    "temperature": temperature, "top_p": top_p}  # run_dir.RUN_OPTIONS
     loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:

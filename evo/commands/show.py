@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import click
@@ -14,8 +16,8 @@ from evo.errors import UserError
 def summary(directory: Path) -> dict:
     """The DESIGN.md shape: programs, failures, iterations, best, pareto, coverage (+ counts)."""
     from evo.database import Database, database_file
-    from evo.journal import Journal
-    from evo.run_dir import JOURNAL_FILE
+    from evo.database.journal import outcome_counts
+    from evo.run_dir import LEGACY_JOURNAL_FILE
 
     if not database_file(directory).is_file():
         raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
@@ -25,11 +27,14 @@ def summary(directory: Path) -> dict:
         best = db.best()
         pareto = [{"id": p.id, "scalar": p.scalar, "scores": dict(zip(objectives, map(float, p.scores)))}
                   for p in db.pareto()]
-    counts = {"parse": 0, "duplicate": 0}
-    if (directory / JOURNAL_FILE).is_file():
-        journal = Journal(directory / JOURNAL_FILE)
-        counts = journal.counts()
-        journal.close()
+        counts = db.journal.counts()
+    legacy = directory / LEGACY_JOURNAL_FILE
+    if legacy.is_file():  # a run of the two-file layout, not resumed since: its journal, read-only
+        try:
+            with closing(sqlite3.connect(f"file:{legacy}?mode=ro", uri=True)) as connection:
+                counts = outcome_counts(connection)
+        except sqlite3.DatabaseError as error:
+            raise UserError(f"{legacy}: the old run journal is unreadable ({error})") from None
     return {
         "programs": stats["programs"],
         "failures": stats["failures"],

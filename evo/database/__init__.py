@@ -5,16 +5,17 @@
     parents, inspirations = db.sample(island, rng); db.end_iteration()
 """
 
-from evo.database.archive import Archive, Grid, feature_values
-from evo.database.config import DatabaseConfig, FeatureConfig
-from evo.database.database import DB_FILE, Candidate, Database, database_file
+from evo.database.archive import Grid, GridArchive
+from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
+from evo.database.database import DB_FILE, Database, EvaluatedCandidate, database_file
+from evo.database.journal import Candidate, CandidateJournal
 from evo.database.hashing import exact_hash, normalize, normalized_hash
-from evo.database.islands import topology
+from evo.database.topology import TOPOLOGIES, topology
 from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
 
 __all__ = [
-    "Archive", "Candidate", "DB_FILE", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "Program", "Store",
-    "database_file", "exact_hash", "feature_values", "normalize", "normalized_hash", "pareto_mask", "topology",
+    "Candidate", "CandidateJournal", "DB_FILE", "EvaluatedCandidate", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "GridArchive", "Program", "SearchSettings", "Store",
+    "database_file", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
 ]

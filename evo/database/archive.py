@@ -3,33 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-
-import numpy as np
+from collections.abc import Sequence
 
 from evo.database.config import FeatureConfig
-
-
-class MissingFeature(ValueError):
-    """A feature reads a scorer key the scorer did not return."""
-
-
-def feature_values(
-    features: Sequence[FeatureConfig], code: str, scores: np.ndarray, extras: Mapping[str, float], objectives: Sequence[str]
-) -> tuple[float, ...]:
-    """The raw value of each feature for one evaluated program."""
-    values = []
-    for feature in features:
-        kind, _, key = feature.source.partition(":")
-        if kind == "code_length":
-            values.append(float(len(code)))
-        elif kind == "objective":
-            values.append(float(scores[list(objectives).index(key)]))
-        elif key in extras:
-            values.append(float(extras[key]))
-        else:
-            raise MissingFeature(f"feature {feature.name!r} needs scorer key {key!r}, which the scorer did not return")
-    return tuple(values)
 
 
 class Grid:
@@ -48,7 +24,7 @@ class Grid:
         return index
 
 
-class Archive:
+class GridArchive:
     """One elite per cell: the first program with the highest scalar that reached the cell."""
 
     def __init__(self, grid: Grid):

@@ -1,19 +1,22 @@
-"""The database's configuration: one frozen dataclass per [search] / [features.*] table of a spec.
+"""The search's configuration: one frozen dataclass per table of a spec the database reads.
 
-Field names follow the spec keys in DESIGN.md so the loop maps a spec onto these one to one;
-the database does not import the spec module.
+`FeatureConfig` is one [features.NAME] table, `SearchSettings` the [search] table, and
+`DatabaseConfig` composes them with the problem's objectives and weights and the run's seed.
+The spec (evo/spec.py) builds these directly; the database does not import the spec module.
+Each dataclass validates itself, so an API user gets the same rules as a spec file.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
 
+from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.selection import check_name, check_options
 
-TOPOLOGIES = ("ring", "complete", "random-regular")
 FEATURE_SOURCES = ("code_length", "objective:<name>", "scorer:<key>")
 
 
@@ -22,7 +25,7 @@ class FeatureConfig:
     """One MAP-Elites dimension with a FIXED range and number of bins (values outside are clipped)."""
 
     name: str
-    source: str = "code_length"
+    source: str = "code_length"  # "code_length" | "objective:<name>" | "scorer:<key>"
     range: tuple[float, float] = (0.0, 2000.0)
     bins: int = 10
 
@@ -33,9 +36,46 @@ class FeatureConfig:
             raise UserError(f"feature {self.name!r}: range must be [low, high] with low < high, got {list(self.range)}")
         if int(self.bins) != self.bins or self.bins < 1:
             raise UserError(f"feature {self.name!r}: bins must be a positive integer, got {self.bins!r}")
-        kind = self.source.split(":", 1)[0]
-        if self.source != "code_length" and (kind not in ("objective", "scorer") or not self.source.split(":", 1)[1:] or not self.source.split(":", 1)[1]):
+        kind, _, key = self.source.partition(":")
+        if self.source != "code_length" and (kind not in ("objective", "scorer") or not key):
             raise UserError(f"feature {self.name!r}: source must be one of {', '.join(FEATURE_SOURCES)}, got {self.source!r}")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The [search] table: islands and selection (read by the database), budget (by the loop)."""
+
+    islands: int = 4
+    topology: str | tuple[tuple[int, int], ...] = "ring"
+    migration_interval: int = 25  # 0 = never
+    migration_size: int = 2
+    reset_interval: int = 0  # 0 = never
+    selection: str = "lexicase"
+    selection_options: Mapping[str, Any] = field(default_factory=dict)  # keyword options of the strategy
+    parents: int = 2
+    inspirations: int = 2
+    population_cap: int = 1000  # programs per island; 0 = unlimited (a MAP-Elites cell's elite is kept)
+    samples_per_prompt: int = 4
+    iterations: int = 200
+    target: float | None = None  # stop when the best scalar reaches it
+
+    # the least value of each count (the spec reads its rules from here too)
+    MINIMUM: ClassVar[dict[str, int]] = {
+        "islands": 1, "migration_interval": 0, "migration_size": 0, "reset_interval": 0, "parents": 1,
+        "inspirations": 0, "population_cap": 0, "samples_per_prompt": 1, "iterations": 1,
+    }
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topology, str):
+            object.__setattr__(self, "topology", tuple(tuple(int(x) for x in edge) for edge in self.topology))
+        object.__setattr__(self, "selection_options", dict(self.selection_options))
+        for name, low in self.MINIMUM.items():
+            if int(getattr(self, name)) < low:
+                raise UserError(f"search.{name} must be >= {low}, got {getattr(self, name)!r}")
+        if isinstance(self.topology, str) and self.topology not in TOPOLOGIES:
+            raise UserError(f"search.topology must be one of {', '.join(TOPOLOGIES)} or a list of [a, b] edges, got {self.topology!r}")
+        check_name(self.selection)
+        check_options(self.selection, dict(self.selection_options))
 
 
 @dataclass(frozen=True)
@@ -43,16 +83,7 @@ class DatabaseConfig:
     objectives: tuple[str, ...]
     weights: tuple[float, ...] | None = None  # None: equal weights
     features: tuple[FeatureConfig, ...] = ()
-    islands: int = 4
-    topology: str | tuple[tuple[int, int], ...] = "ring"
-    migration_interval: int = 25
-    migration_size: int = 2
-    reset_interval: int = 0  # 0 = never
-    selection: str = "lexicase"
-    selection_options: dict[str, Any] = field(default_factory=dict)
-    parents: int = 2
-    inspirations: int = 2
-    population_cap: int = 1000  # per island; 0 = unlimited; a cell's elite is never evicted
+    search: SearchSettings = SearchSettings()
     seed: int = 0  # random-regular topology and island resets
 
     def __post_init__(self) -> None:
@@ -65,24 +96,9 @@ class DatabaseConfig:
             if len(weights) != len(self.objectives) or min(weights) < 0 or sum(weights) <= 0:
                 raise UserError(f"weights must be {len(self.objectives)} non-negative numbers with a positive sum, got {list(weights)}")
             object.__setattr__(self, "weights", weights)
-        if not isinstance(self.topology, str):
-            object.__setattr__(self, "topology", tuple(tuple(int(x) for x in edge) for edge in self.topology))
-        self._check_counts()
         for feature in self.features:
             if feature.source.startswith("objective:") and feature.source[10:] not in self.objectives:
                 raise UserError(f"feature {feature.name!r} uses unknown objective {feature.source[10:]!r}; objectives are {list(self.objectives)}")
-        check_name(self.selection)
-        check_options(self.selection, dict(self.selection_options))
-
-    def _check_counts(self) -> None:
-        for name in ("islands", "parents"):
-            if int(getattr(self, name)) < 1:
-                raise UserError(f"search.{name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("migration_interval", "migration_size", "reset_interval", "inspirations", "population_cap"):
-            if int(getattr(self, name)) < 0:
-                raise UserError(f"search.{name} must be >= 0, got {getattr(self, name)!r}")
-        if isinstance(self.topology, str) and self.topology not in TOPOLOGIES:
-            raise UserError(f"search.topology must be one of {', '.join(TOPOLOGIES)} or a list of [a, b] edges, got {self.topology!r}")
 
     @property
     def weight_vector(self) -> tuple[float, ...]:
@@ -93,8 +109,9 @@ class DatabaseConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "DatabaseConfig":
+        """The stored config; a run stored before SearchSettings had its [search] keys at the top."""
         raw = json.loads(text)
+        searched = {f.name for f in fields(SearchSettings)}
+        search = raw.pop("search", None) or {k: raw.pop(k) for k in list(raw) if k in searched}
         raw["features"] = tuple(FeatureConfig(**{**f, "range": tuple(f["range"])}) for f in raw["features"])
-        if not isinstance(raw["topology"], str):
-            raw["topology"] = tuple(tuple(edge) for edge in raw["topology"])
-        return cls(**raw)
+        return cls(**raw, search=SearchSettings(**search))

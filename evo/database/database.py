@@ -8,31 +8,37 @@ so `Database.open` on a killed run's directory rebuilds the same state.
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 
-from evo.database.archive import Archive, Grid, MissingFeature, feature_values
+from evo.database.archive import Grid, GridArchive
 from evo.database.config import DatabaseConfig
 from evo.database.hashing import exact_hash, normalized_hash
-from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan, topology
+from evo.database.journal import Candidate, CandidateJournal
+from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
+from evo.database.topology import topology
 from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
 from evo.errors import UserError
+from evo.features import MissingFeature, feature_values
 from evo.scores import Evaluation, scalarize
 from evo.selection import select
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DB_FILE = "programs.sqlite"
 
 
 @dataclass(frozen=True)
-class Candidate:
+class EvaluatedCandidate:
     """One evaluated candidate for `Database.add_many`."""
 
     code: str
@@ -54,39 +60,57 @@ class Database:
         self.config = config
         self.weights = np.asarray(config.weight_vector, dtype=np.float64)
         self.grid = Grid(config.features)
-        self.graph = topology(config.topology, config.islands, config.seed)
+        self.graph = topology(config.search.topology, config.search.islands, config.seed)
+        self.journal = CandidateJournal(store)
         self._lock = threading.RLock()
         self._load()
         store.after_rollback = self._load  # a failed write leaves memory as the store is
 
     @classmethod
-    def open(cls, path: Path | str, config: DatabaseConfig | None = None) -> "Database":
-        """Open (or create) a run's database; without `config`, the stored one is used (resume)."""
+    def open(cls, path: Path | str, config: DatabaseConfig | None = None, *, adopt: Path | None = None) -> "Database":
+        """Open (or create) a run's database; without `config`, the stored one is used (resume).
+        `adopt`: an old separate journal file to move in (CandidateJournal.adopt). Nothing is
+        written until the stored run accepted `config` and every row was read."""
         file = database_file(path)
         if config is None and not file.exists():
             raise UserError(f"{path}: no run found here (no {file.name}); start one with `evo run SPEC`")
         store = Store(file)
-        stored = store.get_meta("config")
-        if config is None:
-            if stored is None:
-                store.close()
-                raise UserError(f"{path}: no run found here (the database has no config); start one with `evo run SPEC`")
-            config = DatabaseConfig.from_json(stored)
-        elif stored is not None:
-            old = DatabaseConfig.from_json(stored)
-            if (old.objectives, old.islands, old.features) != (config.objectives, config.islands, config.features):
-                store.close()
-                raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+        try:
+            stored = store.get_meta("config")
+            config = cls._settled(path, stored, config)
+            db = cls(store, config)
+            if adopt is not None:
+                db.journal.adopt(adopt)
+        except UserError:
+            store.close()
+            raise
+        except (sqlite3.DatabaseError, ValueError, KeyError, TypeError) as error:
+            store.close()
+            raise UserError(f"{file}: not a usable program database ({type(error).__name__}: {error}); "
+                            "restore it from a copy or start a new run") from None
         if stored != config.to_json():
             store.set_meta("config", config.to_json())
-        return cls(store, config)
+        return db
+
+    @staticmethod
+    def _settled(path: Path | str, stored: str | None, config: DatabaseConfig | None) -> DatabaseConfig:
+        """The config to open with: the stored one (resume) or `config` when it fits the stored run."""
+        if config is None:
+            if stored is None:
+                raise UserError(f"{path}: no run found here (the database has no config); start one with `evo run SPEC`")
+            return DatabaseConfig.from_json(stored)
+        if stored is not None:
+            old = DatabaseConfig.from_json(stored)
+            if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
+                raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+        return config
 
     def _load(self) -> None:
         """(Re)build every in-memory index by replaying the store in id order."""
-        self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.islands)]
+        self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.search.islands)]
         self.programs: dict[int, Program] = {}
         self.seen: set[str] = set()
-        self.archive = Archive(self.grid)
+        self.archive = GridArchive(self.grid)
         self.iteration = int(self.store.get_meta("iteration", "0"))
         for program in self.store.programs():
             self._index(program)
@@ -105,9 +129,9 @@ class Database:
 
     def add(self, code: str, evaluation: Evaluation, *, island: int, parents: Sequence[int] = (), policy: str = "") -> Program:
         """Store one evaluated candidate (a failure too); returns after the commit."""
-        return self.add_many([Candidate(code, evaluation, island, tuple(parents), policy)])[0]
+        return self.add_many([EvaluatedCandidate(code, evaluation, island, tuple(parents), policy)])[0]
 
-    def add_many(self, candidates: Iterable[Candidate]) -> list[Program]:
+    def add_many(self, candidates: Iterable[EvaluatedCandidate]) -> list[Program]:
         """Store several candidates in ONE transaction; returns after its commit."""
         with self._lock:
             records = [self._record(c) for c in candidates]
@@ -116,7 +140,7 @@ class Database:
     def add_initial(self, code: str, evaluation: Evaluation, *, policy: str = "initial") -> Program:
         """The initial program: evaluated once, on island 0, and copied to every other island."""
         with self._lock:
-            record = self._record(Candidate(code, evaluation, 0, (), policy))
+            record = self._record(EvaluatedCandidate(code, evaluation, 0, (), policy))
 
             def write() -> Program:
                 (first,) = self._insert([record])
@@ -134,20 +158,35 @@ class Database:
                 self.iteration += 1
                 self.store.set_meta("iteration", str(self.iteration))
                 done: dict[str, Any] = {"iteration": self.iteration, "migrated": 0, "reset": []}
-                if self.config.migration_interval and self.iteration % self.config.migration_interval == 0:
+                search = self.config.search
+                if search.migration_interval and self.iteration % search.migration_interval == 0:
                     done["migrated"] = self._migrate()
-                if self.config.reset_interval and self.iteration % self.config.reset_interval == 0:
+                if search.reset_interval and self.iteration % search.reset_interval == 0:
                     done["reset"] = self._reset()
                 return done
 
             return self._write(write)
+
+    def commit_iterations(self, batch: Sequence[tuple[int, Sequence[tuple[Candidate, Evaluation]]]],
+                          policy: str = "") -> None:
+        """Insert iterations' evaluated candidates and count each iteration, all in ONE transaction
+        (the loop's journal is in the same file, so nothing needs reconciling after a kill)."""
+        with self._lock, self.store.transaction():
+            for iteration, evaluated in batch:
+                if self.iteration != iteration:
+                    raise RuntimeError(f"database is at iteration {self.iteration}, asked to commit {iteration}")
+                rows = [EvaluatedCandidate(c.code, e, c.island, tuple(int(p) for p in c.parents if p is not None), policy)
+                        for c, e in evaluated]
+                if rows:
+                    self.add_many(rows)
+                self.end_iteration()
 
     def _write(self, work: Any) -> Any:
         """Run `work` in one transaction (memory follows as it goes; a rollback rebuilds it)."""
         with self.store.transaction():
             return work()
 
-    def _record(self, candidate: Candidate) -> Program:
+    def _record(self, candidate: EvaluatedCandidate) -> Program:
         if not 0 <= candidate.island < len(self.islands):
             raise ValueError(f"island {candidate.island} out of range 0..{len(self.islands) - 1}")
         code, evaluation = candidate.code, candidate.evaluation
@@ -164,10 +203,11 @@ class Database:
         if not np.isfinite(scores).all():
             return Program(**base, failure_kind="bad_output", failure_message=f"non-finite scores {scores.tolist()}")
         try:
-            features = feature_values(self.config.features, code, scores, evaluation.extras, self.config.objectives)
+            values = feature_values(self.config.features, code, scores, evaluation.extras, self.config.objectives)
         except MissingFeature as error:
             return Program(**base, failure_kind="bad_output", failure_message=str(error))
         scalar = float(scalarize(scores, self.weights))
+        features = tuple(float(v) for v in values)
         return Program(**base, scores=scores, scalar=scalar, features=features, extras=dict(evaluation.extras))
 
     def _copy(self, source: Program, island: int, origin: str) -> Program:
@@ -198,10 +238,10 @@ class Database:
             self.programs[program_id] = dataclasses.replace(self.programs[program_id], removed=self.iteration)
 
     def _evict(self, island: Island) -> None:
-        self._remove(island, eviction_plan(island, self.config.population_cap))
+        self._remove(island, eviction_plan(island, self.config.search.population_cap))
 
     def _migrate(self) -> int:
-        plan = migration_plan(self.islands, self.graph, self.config.migration_size)
+        plan = migration_plan(self.islands, self.graph, self.config.search.migration_size)
         copies = self._insert([self._copy(program, destination, "migrant") for program, destination in plan])
         moves = [[c.source, c.island, c.id] for c in copies]
         self.store.event(self.iteration, "migration", {"moves": moves})
@@ -237,10 +277,11 @@ class Database:
             if not members.members:
                 return [], []
             population, ids = members.population(self.weights)
-            k = self.config.parents + self.config.inspirations
-            chosen = ids[select(self.config.selection, population, k, rng, **self.config.selection_options)]
-            parents = list(dict.fromkeys(chosen[: self.config.parents].tolist()))
-            inspirations = [i for i in dict.fromkeys(chosen[self.config.parents :].tolist()) if i not in parents]
+            search = self.config.search
+            k = search.parents + search.inspirations
+            chosen = ids[select(search.selection, population, k, rng, **search.selection_options)]
+            parents = list(dict.fromkeys(chosen[: search.parents].tolist()))
+            inspirations = [i for i in dict.fromkeys(chosen[search.parents :].tolist()) if i not in parents]
             return [self.programs[i] for i in parents], [self.programs[i] for i in inspirations]
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
@@ -307,6 +348,8 @@ class Database:
 
     def genealogy(self) -> nx.DiGraph:
         """Programs as nodes; parent -> child edges (relation "parent") and source -> copy ("copy")."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         for p in self.programs.values():
             graph.add_node(p.id, island=p.island, iteration=p.iteration, scalar=p.scalar, origin=p.origin, failure=p.failure_kind)

@@ -1,40 +1,20 @@
-"""Islands: their topology, their populations, and the pure plans for migration, reset, eviction."""
+"""Islands: their populations and the pure plans for migration, reset, eviction."""
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
-from evo.database.archive import Archive, Grid
+from evo.database.archive import Grid, GridArchive
 from evo.database.matrix import MemberMatrix
 from evo.database.records import Program
-from evo.errors import UserError
 from evo.selection import Population
 
-
-def topology(kind: str | Sequence[Sequence[int]], islands: int, seed: int = 0) -> nx.Graph:
-    """ring (default), complete, random-regular (degree 3, or less for few islands), or edges."""
-    if not isinstance(kind, str):
-        graph = nx.Graph()
-        graph.add_nodes_from(range(islands))
-        for a, b in kind:
-            if not (0 <= a < islands and 0 <= b < islands) or a == b:
-                raise UserError(f"search.topology edge [{a}, {b}] must join two different islands in 0..{islands - 1}")
-            graph.add_edge(a, b)
-        return graph
-    if kind == "ring":
-        return nx.cycle_graph(islands) if islands > 2 else nx.path_graph(islands)
-    if kind == "complete":
-        return nx.complete_graph(islands)
-    if kind == "random-regular":
-        degree = min(3, islands - 1)
-        if degree * islands % 2:
-            degree -= 1
-        return nx.random_regular_graph(degree, islands, seed=seed) if degree > 0 else nx.empty_graph(islands)
-    raise UserError(f"unknown topology {kind!r}")
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class Island:
@@ -46,7 +26,7 @@ class Island:
         self.members: dict[int, Program] = {}  # id -> program, in insertion (id) order
         self.hashes: dict[str, int] = {}  # norm_hash -> id
         self.cells: dict[int, int] = {}  # id -> cell
-        self.archive = Archive(grid)
+        self.archive = GridArchive(grid)
         self.worst: list[tuple[float, int]] = []  # heap of (scalar, id); stale ids are skipped
         self.version = 0
         self._prepared: tuple[int, Population, np.ndarray] | None = None

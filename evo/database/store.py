@@ -1,7 +1,9 @@
 """The durable store: one SQLite file in WAL mode, the source of truth of a run.
 
 Tables: programs (one row per evaluated candidate, failure or copy), meta (key/value: the
-config, the iteration counter) and events (migrations, resets, evictions). Every write runs in
+config, the iteration counter), events (migrations, resets, evictions), and the loop's
+journal: candidates (every policy sample, with its iteration, slot and status) and
+evaluations (every result, before its iteration is inserted; evo/database/journal.py). Every write runs in
 one transaction; a call returns only after its COMMIT, with synchronous=FULL so a committed row
 survives a crash of the process (and of the machine).
 """
@@ -52,6 +54,16 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL,
     time REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS candidates (
+    iteration INTEGER NOT NULL, slot INTEGER NOT NULL, island INTEGER NOT NULL,
+    code TEXT NOT NULL, hash TEXT NOT NULL, parents TEXT NOT NULL,
+    status TEXT NOT NULL, message TEXT NOT NULL,
+    PRIMARY KEY (iteration, slot));
+CREATE TABLE IF NOT EXISTS evaluations (
+    iteration INTEGER NOT NULL, slot INTEGER NOT NULL,
+    scores TEXT, failure_kind TEXT, failure_message TEXT,
+    extras TEXT NOT NULL, seconds REAL NOT NULL, output TEXT NOT NULL,
+    PRIMARY KEY (iteration, slot));
 """
 COLUMNS = tuple(Program.__dataclass_fields__)
 
@@ -80,12 +92,12 @@ class Store:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
-            self._conn.row_factory = sqlite3.Row
-            if self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
+            self.connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            self.connection.row_factory = sqlite3.Row
+            if self.connection.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
                 raise UserError(f"{self.path}: SQLite could not switch to WAL mode (is it on a network filesystem?)")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.executescript(SCHEMA)
+            self.connection.execute("PRAGMA synchronous=FULL")
+            self.connection.executescript(SCHEMA)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{self.path}: not a usable program database ({error})") from None
         self._lock = threading.RLock()
@@ -107,14 +119,14 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
-            self._conn.execute("BEGIN IMMEDIATE")
+            self.connection.execute("BEGIN IMMEDIATE")
             self._depth = 1
             try:
                 yield
-                self._conn.execute("COMMIT")
+                self.connection.execute("COMMIT")
             except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                if self.connection.in_transaction:
+                    self.connection.execute("ROLLBACK")
                 if self.after_rollback is not None:
                     self.after_rollback()
                 raise
@@ -126,35 +138,35 @@ class Store:
         placeholders = ", ".join("?" * (len(COLUMNS) - 1))
         sql = f"INSERT INTO programs ({', '.join(COLUMNS[1:])}) VALUES ({placeholders})"
         with self.transaction():
-            return [self._conn.execute(sql, _row(p)).lastrowid for p in programs]
+            return [self.connection.execute(sql, _row(p)).lastrowid for p in programs]
 
     def mark_removed(self, ids: Iterable[int], iteration: int) -> None:
         with self.transaction():
-            self._conn.executemany("UPDATE programs SET removed = ? WHERE id = ?", [(iteration, i) for i in ids])
+            self.connection.executemany("UPDATE programs SET removed = ? WHERE id = ?", [(iteration, i) for i in ids])
 
     def programs(self) -> Iterator[Program]:
-        for row in self._conn.execute(f"SELECT {', '.join(COLUMNS)} FROM programs ORDER BY id"):
+        for row in self.connection.execute(f"SELECT {', '.join(COLUMNS)} FROM programs ORDER BY id"):
             yield _program(row)
 
     def event(self, iteration: int, kind: str, data: dict) -> None:
         with self.transaction():
-            self._conn.execute(
+            self.connection.execute(
                 "INSERT INTO events (iteration, kind, data, time) VALUES (?, ?, ?, ?)",
                 (iteration, kind, json.dumps(data, sort_keys=True), time.time()),
             )
 
     def events(self) -> list[dict]:
-        rows = self._conn.execute("SELECT iteration, kind, data, time FROM events ORDER BY id").fetchall()
+        rows = self.connection.execute("SELECT iteration, kind, data, time FROM events ORDER BY id").fetchall()
         return [{"iteration": r[0], "kind": r[1], "data": json.loads(r[2]), "time": r[3]} for r in rows]
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else row[0]
 
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction():
-            self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+            self.connection.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self.connection.close()

@@ -37,7 +37,7 @@ class Sandbox:
         self,
         scorer: str,
         objectives: Sequence[str],
-        limits: spec_module.Sandbox = spec_module.Sandbox(),
+        limits: spec_module.SandboxLimits = spec_module.SandboxLimits(),
         *,
         required: Sequence[str] = (),
         search_path: str | None = None,

@@ -32,7 +32,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from evo.database import Candidate, Database, DatabaseConfig, FeatureConfig  # noqa: E402
+from evo.database import Database, EvaluatedCandidate, DatabaseConfig, FeatureConfig, SearchSettings  # noqa: E402
 from evo.scores import Evaluation  # noqa: E402
 from evo.selection import Population, select  # noqa: E402
 
@@ -63,8 +63,9 @@ def median_ms(call, reps: int) -> tuple[float, float, float]:
 
 def bench_inserts(directory: str, n: int, d: int, islands: int, batch: int, cap: int) -> dict:
     config = DatabaseConfig(
-        objectives=tuple(f"t{i}" for i in range(d)), islands=islands, migration_interval=0, population_cap=cap,
-        features=(FeatureConfig("length", "code_length", (0, 200), 10),), selection="lexicase",
+        objectives=tuple(f"t{i}" for i in range(d)),
+        features=(FeatureConfig("length", "code_length", (0, 200), 10),),
+        search=SearchSettings(islands=islands, migration_interval=0, population_cap=cap, selection="lexicase"),
     )
     rng = np.random.default_rng(0)
     db = Database.open(directory, config)
@@ -72,7 +73,7 @@ def bench_inserts(directory: str, n: int, d: int, islands: int, batch: int, cap:
     for first in range(0, n, batch):
         scores = rng.random((min(batch, n - first), d))
         db.add_many(
-            Candidate(f"def f(x):\n    return x * {first + j}\n", Evaluation(scores=row), island=(first + j) % islands)
+            EvaluatedCandidate(f"def f(x):\n    return x * {first + j}\n", Evaluation(scores=row), island=(first + j) % islands)
             for j, row in enumerate(scores)
         )
     seconds = time.perf_counter() - start

@@ -148,32 +148,29 @@ def value(x: int) -> float:
 def ours(server: InstantServer, population: int, iterations: int, cap: int | None = None) -> dict:
     """`cap`: members per island (default population / islands, like OpenEvolve's population_size)."""
     from evo import spec as specs
-    from evo.archive import DatabaseArchive, database_config
-    from evo.database import Candidate, Database
-    from evo.journal import Journal
-    from evo.loop import LoopConfig, run_loop
+    from evo.database import Database, EvaluatedCandidate
+    from evo.loop import Evolution, LoopConfig, run
     from evo.policies import load
     from evo.sandbox.pool import Sandbox
     from evo.scores import Evaluation
 
     directory = problem_dir()
     spec = specs.load(directory / "problem.toml")
-    config = replace(database_config(spec, seed=0), population_cap=cap or max(1, population // ISLANDS))
+    database = spec.database_config(seed=0)
+    config = replace(database, search=replace(database.search, population_cap=cap or max(1, population // ISLANDS)))
     with Database.open(directory / "programs.sqlite", config) as db:
         for start in range(0, population, 5000):
-            db.add_many([Candidate(PROGRAM.format(x=x), Evaluation(np.array([value(x)])), x % ISLANDS)
+            db.add_many([EvaluatedCandidate(PROGRAM.format(x=x), Evaluation(np.array([value(x)])), x % ISLANDS)
                          for x in range(start + 2, min(start + 5000, population) + 2)])
-    archive = DatabaseArchive(Database.open(directory / "programs.sqlite", config))
+    db = Database.open(directory / "programs.sqlite", config)
     stamps: list[tuple[int, float]] = []  # (iterations committed, time)
     started = time.perf_counter()  # like OpenEvolve's run(): worker start-up is timed
     with Sandbox.from_spec(spec) as sandbox:
         policy = load(f"openai:{server.url}#instant")
-        loop = LoopConfig(iterations=iterations, seed=0, samples=1, batch=BATCH, depth=2, style="full",
-                          objectives=("score",), max_new_tokens=64)
-        run_loop(loop, policy, sandbox, archive, Journal(directory / "journal.sqlite"),
-                 lambda progress: stamps.append((progress.iteration, time.perf_counter())))
+        loop = LoopConfig(iterations=iterations, seed=0, samples=1, batch=BATCH, depth=2, style="full", max_new_tokens=64)
+        run(Evolution(loop, db), policy, sandbox, lambda progress: stamps.append((progress.iteration, time.perf_counter())))
         wall = time.perf_counter() - started
-    archive.close()
+    db.close()
     first = next(s for s in stamps if s[0] >= iterations // 5)  # after the warm-up
     steady = (stamps[-1][1] - first[1]) / (stamps[-1][0] - first[0])
     return {"iters_per_s": iterations / wall, "steady_ms": 1000 * steady}

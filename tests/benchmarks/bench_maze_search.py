@@ -88,19 +88,18 @@ def hard_mazes(task, count: int, directory: Path) -> list[tuple]:
 
 
 def search(spec, policy, best_possible: float, seed: int, directory: Path) -> bool:
-    from evo.archive import open_archive, seed_initial
-    from evo.journal import Journal
-    from evo.loop import LoopConfig, run_loop
+    from evo.database import Database
+    from evo.loop import Evolution, LoopConfig, run
+    from evo.run_dir import seed_initial
     from evo.sandbox.pool import Sandbox
 
     evaluator = Sandbox.from_spec(spec)  # the maze specs say isolation = "none": a trusted scorer
-    archive = open_archive(spec, directory / "programs.sqlite", seed)
-    seed_initial(spec, archive, evaluator)
+    db = Database.open(directory / "programs.sqlite", spec.database_config(seed))
+    seed_initial(spec, db, evaluator)
     config = LoopConfig(iterations=CALLS // SAMPLES, seed=seed, samples=SAMPLES, batch=4, depth=1,
-                        style="continue", objectives=spec.problem.objectives, max_new_tokens=64,
-                        temperature=1.0, target=best_possible - 1e-9)
-    progress = run_loop(config, policy, evaluator, archive, Journal(directory / "journal.sqlite"))
-    archive.close()
+                        style="continue", max_new_tokens=64, temperature=1.0, target=best_possible - 1e-9)
+    progress = run(Evolution(config, db), policy, evaluator)
+    db.close()
     evaluator.close()
     return progress.reached_target
 

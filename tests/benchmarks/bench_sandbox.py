@@ -115,9 +115,9 @@ def main() -> None:
         rows: dict[str, list[tuple[float, float]]] = {k: [] for k in keys}
         idle: list[float] = []
         shared_idle: list[float] = []
-        one = spec.Sandbox(workers=1, timeout=10.0, memory_mb=256)
-        many = spec.Sandbox(workers=args.workers, timeout=10.0, memory_mb=256)
-        shared = spec.Sandbox(workers=1, timeout=10.0, memory_mb=256, isolation="shared")
+        one = spec.SandboxLimits(workers=1, timeout=10.0, memory_mb=256)
+        many = spec.SandboxLimits(workers=args.workers, timeout=10.0, memory_mb=256)
+        shared = spec.SandboxLimits(workers=1, timeout=10.0, memory_mb=256, isolation="shared")
         scorer = f"{directory / 'trivial.py'}:score"
         with Sandbox(scorer, ["x"], one, namespaces=args.namespaces) as box1, \
                 Sandbox(scorer, ["x"], many, namespaces=args.namespaces) as boxn, \
