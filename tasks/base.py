@@ -70,3 +70,22 @@ class Task(Protocol):
     def problem_spec(self, instance: Instance, directory: Path) -> Path:
         """Write a problem spec (TOML + initial program + scorer) for `evo run`; return its path."""
         ...
+
+
+@runtime_checkable
+class Similar(Protocol):
+    """Optional: a task that can say how alike two answers are (for diversity rewards)."""
+
+    def similarity(self, instance: Instance, a: Any, b: Any) -> float:
+        """How alike two parsed answers of `instance` are, in [0, 1] (1: the same); symmetric."""
+        ...
+
+
+@runtime_checkable
+class GoalConditioned(Protocol):
+    """Optional: a task whose single-answer prompt can show a weighting of its objectives."""
+
+    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> str:
+        """The single-answer prompt that also shows `weights` (d,) on the simplex, for
+        goal-conditioned training; weights in whole percents are shown exactly."""
+        ...

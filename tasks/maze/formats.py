@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 
 from tasks.base import ParseError, TemplateMismatch
-from tasks.maze.env import MOVES, Cell, Maze
+from tasks.maze.env import MOVES, OBJECTIVES, Cell, Maze
 
 SEPARATOR = "|"
 ROW_LABELS = "abcdefghij"
@@ -53,14 +53,22 @@ def note(maze: Maze, cell: Cell) -> str:
     return NOTES[sum(1 << i for i, (dr, dc) in enumerate(MOVES.values()) if maze.is_open((r + dr, c + dc)))]
 
 
-def compact_prompt(maze: Maze, m: int, notes: bool = False) -> str:
+def percents(weights) -> list[int]:
+    """A weighting of the objectives as whole percents (what a goal-conditioned prompt shows)."""
+    return [int(round(100 * float(w))) for w in weights]
+
+
+def compact_prompt(maze: Maze, m: int, notes: bool = False, goal=None) -> str:
+    """With `goal` (a weighting of the objectives) a line `goal 025 040 010 025` (percents, in
+    objective order) comes before the last line."""
     header = " " + "".join(str(c) for c in range(maze.size))
     rows = [ROW_LABELS[r] + row for r, row in enumerate(maze.rows)]
     listing = [
         "".join(cell_name((r, c)) + note(maze, (r, c)) for c in range(maze.size)) for r in range(maze.size)
     ] if notes else []
+    shown = [] if goal is None else ["goal " + " ".join(f"{p:03d}" for p in percents(goal))]
     ends = f"{cell_name(maze.start)}>{cell_name(maze.exit)}"
-    return "\n".join([header, *rows, *listing, f"routes {m} moves {maze.budget:02d} {ends}"]) + "\n"
+    return "\n".join([header, *rows, *listing, *shown, f"routes {m} moves {maze.budget:02d} {ends}"]) + "\n"
 
 
 def compact_route(maze: Maze, path: tuple[Cell, ...], notes: bool = False) -> str:
@@ -124,9 +132,18 @@ _TAG = re.compile(r"<route_(\d+)>(.*?)</route_\1>", re.DOTALL)
 _MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 
-def chat_prompt(maze: Maze, m: int) -> str:
+CHAT_GOAL = "This time a route's reward is {terms}.\n\n"
+
+
+def chat_prompt(maze: Maze, m: int, goal=None) -> str:
+    """With `goal` (a weighting of the objectives) a sentence before the request says it."""
     example = "\n".join(f"<route_{i}>R D ...</route_{i}>" for i in range(1, m + 1))
-    return CHAT_TEMPLATE.format(n=maze.size, grid="\n".join(maze.rows), budget=maze.budget, m=m, example=example)
+    text = CHAT_TEMPLATE.format(n=maze.size, grid="\n".join(maze.rows), budget=maze.budget, m=m, example=example)
+    if goal is None:
+        return text
+    terms = " + ".join(f"{p}% {name}" for p, name in zip(percents(goal), OBJECTIVES))
+    cut = text.index("Give ")
+    return text[:cut] + CHAT_GOAL.format(terms=terms) + text[cut:]
 
 
 def chat_answer(moves: list[str]) -> str:
