@@ -85,7 +85,8 @@ class Similar(Protocol):
 class GoalConditioned(Protocol):
     """Optional: a task whose single-answer prompt can show a weighting of its objectives."""
 
-    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> str:
-        """The single-answer prompt that also shows `weights` (d,) on the simplex, for
-        goal-conditioned training; weights in whole percents are shown exactly."""
+    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> tuple[str, np.ndarray]:
+        """The single-answer prompt that also shows a weighting `weights` (d,) on the simplex,
+        and the weighting it shows (`weights` rounded to what the prompt can write; on the
+        simplex), which is the one a goal-conditioned reward must use."""
         ...

@@ -43,7 +43,7 @@ def test_registry_has_every_method_of_the_paper():
 
 def goals_for(name: str, b: int, d: int) -> dict:
     """The `goals` a goal-conditioned estimator takes (the weights its prompts showed)."""
-    return {"goals": advantages.goal_weights(RNG(5), b, d)} if REGISTRY[name].goal_conditioned else {}
+    return {"goals": RNG(5).dirichlet(np.ones(d), size=b)} if REGISTRY[name].goal_conditioned else {}
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
@@ -146,18 +146,6 @@ def test_goal_grpo_scores_each_group_under_the_weight_its_prompt_showed():
     np.testing.assert_allclose(a, [[z, -z], [-z, z]])
     with pytest.raises(ValueError, match="goals"):
         compute("goal_grpo", r, weights=np.ones(2), rng=RNG(0), goals=goals[:1])
-
-
-def test_goal_weights_are_whole_percents_that_sum_to_one():
-    # 12.6 / 50.5 / 36.9 -> floors 12 + 50 + 36 = 98; the two largest remainders (.9, .6) round up.
-    np.testing.assert_allclose(advantages.rounded(np.array([[0.126, 0.505, 0.369]])), [[0.13, 0.50, 0.37]])
-    np.testing.assert_allclose(advantages.rounded(np.array([[1 / 3, 1 / 3, 1 / 3]])), [[0.34, 0.33, 0.33]])  # tie: first
-    np.testing.assert_allclose(advantages.rounded(np.array([[0.25, 0.75]])), [[0.25, 0.75]])
-    w = advantages.goal_weights(RNG(0), 500, 4)
-    assert w.shape == (500, 4) and (w >= 0).all()
-    np.testing.assert_allclose(w.sum(axis=1), 1.0)
-    np.testing.assert_allclose(w * 100, np.rint(w * 100), atol=1e-9)
-    np.testing.assert_allclose(w.mean(axis=0), 0.25, atol=0.02)  # Dirichlet(1) mean
 
 
 def test_registry_entries_say_which_prompt_they_train_on():

@@ -8,6 +8,7 @@ import pytest
 
 import tasks
 from tasks.base import GoalConditioned, Instance, Similar
+from tasks.maze import formats
 from tasks.maze.env import Maze
 from training.diversity import distinctness, diversity_scaled, similarity_matrix
 
@@ -63,22 +64,32 @@ def test_similarity_matrix_per_group_and_no_answer_is_unlike_everything(maze):
     np.testing.assert_allclose(sim[1], [[1, 0, 1], [0, 1, 0], [1, 0, 1]])
 
 
+def test_units_round_a_weighting_down_then_the_largest_remainders_up():
+    # 0.25, 0.40, 0.10, 0.25 in ninths: 2.25, 3.6, 0.9, 2.25 -> floors 2, 3, 0, 2 (7 of 9);
+    # the two largest remainders (0.9, 0.6) round up -> 2, 4, 1, 2.
+    assert formats.units([0.25, 0.40, 0.10, 0.25], 9) == [2, 4, 1, 2]
+    assert formats.units([0.25, 0.40, 0.10, 0.25], 100) == [25, 40, 10, 25]
+    assert formats.units([1 / 3, 1 / 3, 1 / 3], 100) == [34, 33, 33]  # a tie goes to the first
+    assert formats.units([1.0, 0.0, 0.0, 0.0], 9) == [9, 0, 0, 0]
+
+
 @pytest.mark.parametrize("name", ["maze", "maze-notes"])
-def test_goal_prompt_shows_the_weights_as_whole_percents_before_the_last_line(name):
+def test_compact_goal_prompt_writes_ninths_over_the_column_labels(name):
     task = tasks.get(name)
     instance = task.instances("train", 1, seed=3)[0]
-    plain = task.prompt(instance, 1).splitlines()
-    shown = task.prompt_with_weights(instance, np.array([0.25, 0.40, 0.10, 0.25])).splitlines()
-    assert shown == plain[:-1] + ["goal 025 040 010 025"] + plain[-1:]
-    other = task.prompt_with_weights(instance, np.array([1.0, 0.0, 0.0, 0.0]))
-    assert "goal 100 000 000 000" in other and len(other) == len("\n".join(shown)) + 1  # fixed length
-    with pytest.raises(ValueError, match="4 non-negative"):
+    plain = task.prompt(instance, 1)
+    prompt, shown = task.prompt_with_weights(instance, np.array([0.25, 0.40, 0.10, 0.25]))
+    assert plain.startswith(" 0123456\n") and prompt == " 2412456\n" + plain[9:]  # same length, same grid
+    np.testing.assert_allclose(shown, np.array([2, 4, 1, 2]) / 9)
+    assert task.prompt_with_weights(instance, np.array([0.0, 0.0, 0.0, 1.0]))[0].startswith(" 0009456\n")
+    with pytest.raises(ValueError, match="summing to 1"):
         task.prompt_with_weights(instance, np.array([0.5, 0.5]))
 
 
-def test_chat_goal_prompt_says_the_weights_in_words():
+def test_chat_goal_prompt_says_the_weights_in_percents():
     task = tasks.get("maze-chat")
     instance = task.instances("train", 1)[0]
-    text = task.prompt_with_weights(instance, np.array([0.25, 0.40, 0.10, 0.25]))
+    text, shown = task.prompt_with_weights(instance, np.array([0.25, 0.40, 0.10, 0.25]))
     assert "25% completion + 40% gold + 10% diamond + 25% avoid_lava" in text
+    np.testing.assert_allclose(shown, [0.25, 0.40, 0.10, 0.25])
     assert text.replace(text[text.index("This time"):text.index("Give ")], "") == task.prompt(instance, 1)

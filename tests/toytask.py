@@ -52,5 +52,6 @@ class GoalCharMix(CharMix):
     def similarity(self, instance: Instance, a: str, b: str) -> float:
         return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b), 1)
 
-    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> str:
-        return f"mix{instance.index % 7} w{round(100 * float(weights[0])):03d}:"
+    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> tuple[str, np.ndarray]:
+        percent = round(100 * float(weights[0]))
+        return f"mix{instance.index % 7} w{percent:03d}:", np.array([percent, 100 - percent]) / 100

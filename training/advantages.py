@@ -146,29 +146,13 @@ def random_weight_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.rand
 
 @register("goal_grpo", prompt="goal")
 def goal_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, goals: np.ndarray) -> np.ndarray:
-    """Goal-conditioned GRPO: group z-score of w . r, with each group's weight w the one its
-    prompt showed (`goals`, (B, d), drawn by the trainer with `goal_weights`)."""
+    """Goal-conditioned GRPO: group z-score of w . r, with each group's weighting w the one its
+    prompt showed (`goals`, (B, d): the trainer draws Dirichlet(1) weightings and the task
+    says which it can show, `task.prompt_with_weights`)."""
     goals = np.asarray(goals, dtype=np.float64)
     if goals.shape != (rewards.shape[0], rewards.shape[3]):
         raise ValueError(f"goals must have shape (B, d) = {(rewards.shape[0], rewards.shape[3])}, got {goals.shape}")
     return zscore(np.einsum("bgd,bd->bg", rewards[:, :, 0], goals))
-
-
-def goal_weights(rng: np.random.Generator, groups: int, d: int, resolution: int = 100) -> np.ndarray:
-    """(groups, d) Dirichlet(1) weights in whole percents (see `rounded`), so that a prompt
-    shows exactly the weight the reward uses."""
-    return rounded(rng.dirichlet(np.ones(d), size=groups), resolution)
-
-
-def rounded(weights: np.ndarray, resolution: int = 100) -> np.ndarray:
-    """Rows on the simplex rounded to multiples of 1/resolution that still sum to 1: every
-    entry rounds down, then the largest remainders (first on ties) round up."""
-    raw = np.asarray(weights, dtype=np.float64) * resolution
-    units = np.floor(raw)
-    short = np.rint(resolution - units.sum(axis=-1)).astype(int)  # units still to hand out, 0 <= short < d
-    order = np.argsort(-(raw - units), axis=-1, kind="stable")
-    ranks = np.argsort(order, axis=-1, kind="stable")
-    return (units + (ranks < short[..., None])) / resolution
 
 
 def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:

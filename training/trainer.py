@@ -94,8 +94,7 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     instance_seed, sample_seed, rng = seeds(config, state.step)
     instances = state.task.instances("train", config.prompts, seed=instance_seed)
     m = answers_for(config.algo, config.answers)
-    goals = goals_for(state, len(instances))
-    prompts = None if goals is None else [state.task.prompt_with_weights(i, w) for i, w in zip(instances, goals)]
+    prompts, goals = goal_prompts(state, instances)
     with autocast(config):
         rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
                         max_new_tokens=config.max_new_tokens, temperature=config.temperature,
@@ -106,13 +105,16 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     return rolls, adv
 
 
-def goals_for(state: State, groups: int) -> np.ndarray | None:
-    """A goal-conditioned estimator's (groups, d) weights for this step's prompts (one per
-    prompt group, so the group's rollouts share the prompt they are compared under)."""
+def goal_prompts(state: State, instances: list) -> tuple[list[str] | None, np.ndarray | None]:
+    """For a goal-conditioned estimator: each instance's prompt showing a Dirichlet(1)
+    weighting, and the (B, d) weightings the prompts show (one per prompt group, so the
+    group's rollouts answer, and are compared under, the same request). (None, None) else."""
     if not advantages.entry(state.config.algo).goal_conditioned:
-        return None
+        return None, None
     rng = np.random.default_rng([state.config.seed, state.step, 1])
-    return advantages.goal_weights(rng, groups, len(state.task.objectives))
+    drawn = rng.dirichlet(np.ones(len(state.task.objectives)), size=len(instances))
+    shown = [state.task.prompt_with_weights(instance, w) for instance, w in zip(instances, drawn)]
+    return [prompt for prompt, _ in shown], np.array([w for _, w in shown])
 
 
 def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:

@@ -3,8 +3,8 @@
 A `single` model answers the 1-route prompt `--pool` times; a `set` model answers the
 m-route prompt `--pool / m` times (a rollout of m routes counts as m candidates); a `goal`
 model (goal-conditioned GRPO) answers `--pool` 1-route prompts that each show a freshly
-drawn objective weighting (Dirichlet(1) in whole percents, seeded by --maze-seed, the same
-weightings for every goal model). The mode of a trained run is its algo's prompt in
+drawn objective weighting (Dirichlet(1), seeded by --maze-seed, the same weightings for
+every goal model; the task rounds them to what its prompt can show). The mode of a trained run is its algo's prompt in
 `evo train --list-algos`. Every
 candidate gets a reward vector; an unparseable or truncated completion gives m zero rows.
 Per maze we keep the candidates' scalars and vectors, then summarise best@k (unbiased,
@@ -33,7 +33,7 @@ from evo import metrics  # noqa: E402
 from evo.compare import summary  # noqa: E402
 from evo.policies.local import Sampler  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
-from training.advantages import PROMPTS as MODES, goal_weights  # noqa: E402
+from training.advantages import PROMPTS as MODES  # noqa: E402
 from training.trainer import load_model  # noqa: E402
 
 KS = (1, 5, 10, 30)
@@ -51,7 +51,7 @@ def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_
         if goals is None:
             prompts, per_prompt = [task.prompt(i, m) for i in chunk], n
         else:
-            prompts = [task.prompt_with_weights(i, w) for k, i in enumerate(chunk) for w in goals[start + k]]
+            prompts = [task.prompt_with_weights(i, w)[0] for k, i in enumerate(chunk) for w in goals[start + k]]
             per_prompt = 1
         rollout = sampler.sample(prompts, n=per_prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                                  seed=seed + start)
@@ -65,7 +65,7 @@ def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_
 
 def goal_pool(mazes: int, pool: int, d: int, seed: int) -> np.ndarray:
     """(mazes, pool, d) weightings for `goal` models: one per candidate, the same for every model."""
-    return goal_weights(np.random.default_rng([seed, 1]), mazes * pool, d).reshape(mazes, pool, d)
+    return np.random.default_rng([seed, 1]).dirichlet(np.ones(d), size=(mazes, pool))
 
 
 def summarise(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray, fronts: list[np.ndarray]) -> dict:
