@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from tasks.base import Instance, Similar
+from tasks.completions import parsed_answers
+from training.rollouts import Rollouts
 
 
 def distinctness(similarity: np.ndarray) -> np.ndarray:
@@ -58,3 +60,13 @@ def similarity_matrix(task: Similar, instances: Sequence[Instance], answers: Seq
                     sim[i, j, k] = sim[i, k, j] = task.similarity(instance, own[j], own[k])
         sim[i][np.diag_indices(group)] = 1.0
     return sim
+
+
+def rollout_similarity(task: Similar, rolls: Rollouts) -> np.ndarray:
+    """(B, G, G) similarities of single-answer rollouts' answers (parsed as scoring does)."""
+    group = rolls.rewards.shape[1]
+    answers = []
+    for row, text in enumerate(rolls.texts):
+        parsed = parsed_answers(task, rolls.instances[row // group], text, not rolls.truncated.flat[row], 1)
+        answers.append(parsed[0] if parsed else None)
+    return similarity_matrix(task, rolls.instances, answers, group)

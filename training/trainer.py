@@ -19,7 +19,6 @@ import tasks
 from evo import metrics
 from evo.errors import UserError
 from tasks.base import Similar
-from tasks.completions import parsed_answers
 from training import advantages, checkpoint, diversity
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
@@ -120,16 +119,10 @@ def goal_prompts(state: State, instances: list) -> tuple[list[str] | None, np.nd
 def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
     """The rewards the estimator sees: with --diversity-coef, scaled by each answer's distance
     to its group (training/diversity.py); otherwise the scored rewards themselves."""
-    config = state.config
-    if not config.diversity_coef:
+    if not state.config.diversity_coef:
         return rolls.rewards
-    g = rolls.rewards.shape[1]
-    answers = []
-    for row, text in enumerate(rolls.texts):
-        parsed = parsed_answers(state.task, rolls.instances[row // g], text, not rolls.truncated.flat[row], 1)
-        answers.append(parsed[0] if parsed else None)
-    similarity = diversity.similarity_matrix(state.task, rolls.instances, answers, g)
-    return diversity.diversity_scaled(rolls.rewards, similarity, config.diversity_coef)
+    similarity = diversity.rollout_similarity(state.task, rolls)
+    return diversity.diversity_scaled(rolls.rewards, similarity, state.config.diversity_coef)
 
 
 def autocast(config: TrainConfig):
