@@ -70,3 +70,23 @@ class Task(Protocol):
     def problem_spec(self, instance: Instance, directory: Path) -> Path:
         """Write a problem spec (TOML + initial program + scorer) for `evo run`; return its path."""
         ...
+
+
+@runtime_checkable
+class Similar(Protocol):
+    """Optional: a task that can say how alike two answers are (for diversity rewards)."""
+
+    def similarity(self, instance: Instance, a: Any, b: Any) -> float:
+        """How alike two parsed answers of `instance` are, in [0, 1] (1: the same); symmetric."""
+        ...
+
+
+@runtime_checkable
+class GoalConditioned(Protocol):
+    """Optional: a task whose single-answer prompt can show a weighting of its objectives."""
+
+    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> tuple[str, np.ndarray]:
+        """The single-answer prompt that also shows a weighting `weights` (d,) on the simplex,
+        and the weighting it shows (`weights` rounded to what the prompt can write; on the
+        simplex), which is the one a goal-conditioned reward must use."""
+        ...

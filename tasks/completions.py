@@ -25,14 +25,21 @@ def unique(answers: Sequence[Any]) -> list[Any]:
     return kept
 
 
+def parsed_answers(task: Task, instance: Instance, text: str, finished: bool, m: int) -> list[Any] | None:
+    """The distinct answers of one completion, or None when it was truncated or does not parse."""
+    if not finished:
+        return None
+    try:
+        return unique(task.parse(instance, text, m))
+    except (ParseError, TemplateMismatch):
+        return None
+
+
 def score_completion(task: Task, instance: Instance, text: str, finished: bool, m: int) -> tuple[np.ndarray, bool]:
     """The (m, d) reward matrix of one completion and whether it parsed."""
     matrix = np.zeros((m, len(task.objectives)))
-    if not finished:
-        return matrix, False
-    try:
-        answers = unique(task.parse(instance, text, m))
-    except (ParseError, TemplateMismatch):
+    answers = parsed_answers(task, instance, text, finished, m)
+    if answers is None:
         return matrix, False
     if answers:
         matrix[: len(answers)] = task.score(instance, answers)

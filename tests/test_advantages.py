@@ -41,23 +41,28 @@ def test_registry_has_every_method_of_the_paper():
     assert set(REGISTRY) >= {"grpo", "dr_grpo", "rloo", "gdpo", "maxk", "multi_rlvr", "random_weight_grpo", "maxrl", "vpo"}
 
 
+def goals_for(name: str, b: int, d: int) -> dict:
+    """The `goals` a goal-conditioned estimator takes (the weights its prompts showed)."""
+    return {"goals": RNG(5).dirichlet(np.ones(d), size=b)} if REGISTRY[name].goal_conditioned else {}
+
+
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_shape_and_determinism(name):
-    m = 3 if name in advantages.MULTI_ANSWER else 1
+    m = 3 if REGISTRY[name].multi_answer else 1
     r = rewards_of(4, 6, m, 3)
-    a = compute(name, r, weights=np.ones(3), rng=RNG(1))
+    a = compute(name, r, weights=np.ones(3), rng=RNG(1), **goals_for(name, 4, 3))
     assert a.shape == (4, 6) and np.isfinite(a).all()
-    assert np.array_equal(a, compute(name, r, weights=np.ones(3), rng=RNG(1)))
+    assert np.array_equal(a, compute(name, r, weights=np.ones(3), rng=RNG(1), **goals_for(name, 4, 3)))
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_identical_rollouts_get_zero_advantage(name):
-    m = 3 if name in advantages.MULTI_ANSWER else 1
+    m = 3 if REGISTRY[name].multi_answer else 1
     one = RNG(2).random((1, 1, m, 4))
     r = np.repeat(one, 5, axis=1)
     if name == "gdpo":
         r = np.concatenate([r, rewards_of(1, 5, m, 4, seed=9)], axis=0)  # batch whitening needs spread
-    a = compute(name, r, weights=np.ones(4), rng=RNG(0))
+    a = compute(name, r, weights=np.ones(4), rng=RNG(0), **goals_for(name, len(r), 4))
     np.testing.assert_allclose(a[0], 0.0, atol=1e-9)
 
 
@@ -129,6 +134,27 @@ def test_random_weight_grpo_uses_one_dirichlet_weight_per_group():
     w = RNG(5).dirichlet(np.ones(2), size=3)
     for b in range(3):
         np.testing.assert_allclose(a[b], brute_zscore([float(r[b, g, 0] @ w[b]) for g in range(6)]))
+
+
+def test_goal_grpo_scores_each_group_under_the_weight_its_prompt_showed():
+    # Two groups of two answers, one specialist per objective; group 0 was asked for 3:1,
+    # group 1 for 1:3. Scores 0.75 vs 0.25 -> mean 0.5, std 0.25 -> z = +-0.25 / (0.25 + 1e-6).
+    r = np.array([[[[1.0, 0.0]], [[0.0, 1.0]]], [[[1.0, 0.0]], [[0.0, 1.0]]]])
+    goals = np.array([[0.75, 0.25], [0.25, 0.75]])
+    a = compute("goal_grpo", r, weights=np.array([0.0, 1.0]), rng=RNG(0), goals=goals)  # task weights unused
+    z = 0.25 / (0.25 + 1e-6)
+    np.testing.assert_allclose(a, [[z, -z], [-z, z]])
+    with pytest.raises(ValueError, match="goals"):
+        compute("goal_grpo", r, weights=np.ones(2), rng=RNG(0), goals=goals[:1])
+
+
+def test_registry_entries_say_which_prompt_they_train_on():
+    prompts = {name: entry.prompt for name, entry in REGISTRY.items()}
+    assert {n for n, p in prompts.items() if p == "set"} == {"vpo", "multi_rlvr"}
+    assert {n for n, p in prompts.items() if p == "goal"} == {"goal_grpo"}
+    assert REGISTRY["vpo"].multi_answer and not REGISTRY["grpo"].multi_answer and REGISTRY["goal_grpo"].goal_conditioned
+    with pytest.raises(ValueError, match="prompt"):
+        advantages.Entry(advantages.grpo, prompt="pair")
 
 
 def test_vpo_matches_brute_force_with_the_same_weightings():

@@ -104,6 +104,18 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path, args, message):
     assert not (tmp_path / "c" / "compare.json").exists()
 
 
+def test_search_instance_seed_picks_the_hard_instances(tmp_path):
+    import tasks
+
+    task = tasks.get("maze")
+    first = search.hard_instances(task, 2, 777, tmp_path / "a")
+    again = search.hard_instances(task, 2, 777, tmp_path / "b")
+    other = search.hard_instances(task, 2, 778, tmp_path / "c")
+    assert len(first) == len(other) == 2
+    assert [i.data for i in first] == [i.data for i in again]
+    assert all(i.data != j.data for i in first for j in other)
+
+
 @pytest.mark.slow
 def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     import torch
@@ -117,12 +129,13 @@ def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     out = tmp_path / "cmp"
     result = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--policy", f"set={uri}", "--answers", "set=3",
                  "--instances", "3", "--pool", "6", "--k", "1,6", "--search-instances", "1", "--search-seeds", "1",
-                 "--search-calls", "2", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
+                 "--search-calls", "2", "--search-instance-seed", "5", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(data["sampling"]) == {"one", "set"} and data["policies"]["set"]["answers"] == 3
     assert set(data["sampling"]["one"]) >= {"best@1", "best@6", "pass@1", "diversity", "pareto_fraction"}
     assert data["search"]["set"]["runs"] == 1
+    assert data["settings"]["search"] == {"instances": 1, "seeds": 1, "calls": 2, "instance_seed": 5}
     assert (out / "compare.md").read_text().startswith("# evo compare: maze")
     again = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--out", str(out), cwd=tmp_path)
     assert again.returncode == 2 and "already holds a comparison" in again.stderr

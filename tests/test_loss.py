@@ -1,6 +1,9 @@
-"""The shared-prefix, length-bucketed log-probabilities equal one joint forward per row."""
+"""The shared-prefix, length-bucketed log-probabilities equal one joint forward per row; the
+PPO-clip loss (clip-higher, entropy bonus) on hand-computed cases."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -48,3 +51,47 @@ def test_shared_prefix_matches_the_joint_forward_and_its_gradient(arch, bucket_r
         torch.testing.assert_close(sums, torch.ones_like(sums))
         # the sampler's own log-probabilities agree (the model was in eval mode for both)
         torch.testing.assert_close(ours.detach() * mask[rows], samples.logprobs[rows], atol=1e-4, rtol=1e-3)
+
+
+def one_token_loss(ratio: float, advantage: float, **clip) -> loss.LossParts:
+    logp = torch.tensor([[math.log(ratio)]])
+    all_logp = torch.log(torch.tensor([[[0.5, 0.5]]]))
+    return loss.ppo_clip_loss(logp, all_logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1),
+                              normalizer=1.0, **clip)
+
+
+def test_clip_higher_raises_the_cap_on_a_good_token_only():
+    # ratio 1.5, A = +1: the loss is -min(1.5, 1 + eps_high) -> -1.2, -1.28, -1.5 (no clip).
+    for eps_high, expected, clipped in [(0.2, -1.2, 1.0), (0.28, -1.28, 1.0), (1.0, -1.5, 0.0)]:
+        parts = one_token_loss(1.5, 1.0, eps_low=0.2, eps_high=eps_high)
+        assert parts.loss.item() == pytest.approx(expected, rel=1e-6) and parts.clipped == clipped
+    # A = -1: -min(-1.5, -(1 + eps_high)) = 1.5 whatever eps_high is.
+    assert one_token_loss(1.5, -1.0, eps_low=0.2, eps_high=0.2).loss.item() == pytest.approx(1.5, rel=1e-6)
+    assert one_token_loss(1.5, -1.0, eps_low=0.2, eps_high=0.28).loss.item() == pytest.approx(1.5, rel=1e-6)
+    # ratio 0.5, A = -1: -min(-0.5, -(1 - eps_low)) -> 0.8 with eps_low 0.2, 0.5 with 0.6 (no clip).
+    assert one_token_loss(0.5, -1.0, eps_low=0.2, eps_high=0.28).loss.item() == pytest.approx(0.8, rel=1e-6)
+    assert one_token_loss(0.5, -1.0, eps_low=0.6, eps_high=0.28).loss.item() == pytest.approx(0.5, rel=1e-6)
+
+
+def test_entropy_bonus_subtracts_coef_times_token_entropy_normalized_like_the_loss():
+    # One rollout, two tokens over a 2-letter vocabulary: p = (0.5, 0.5) then (0.9, 0.1).
+    # H = ln 2 = 0.693147 and -(0.9 ln 0.9 + 0.1 ln 0.1) = 0.325083; ratio 1, A = 2, normalizer 4.
+    logits = torch.log(torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])).requires_grad_()
+    all_logp = torch.log_softmax(logits, dim=-1)
+    logp = all_logp[..., 0]
+    common = dict(eps_low=0.2, eps_high=0.2, normalizer=4.0)
+    args = (logp, all_logp, logp.detach(), torch.tensor([2.0]))
+    plain = loss.ppo_clip_loss(*args, torch.ones(1, 2), **common)
+    assert plain.loss.item() == pytest.approx(-1.0, rel=1e-6)
+    bonus = loss.ppo_clip_loss(*args, torch.ones(1, 2), entropy_coef=0.1, **common)
+    assert bonus.loss.item() == pytest.approx((-4 - 0.1 * (0.693147 + 0.325083)) / 4, rel=1e-5)  # -1.0254558
+    assert bonus.entropy == pytest.approx(0.693147 + 0.325083, rel=1e-5)  # the logged sum is unchanged
+    masked = loss.ppo_clip_loss(*args, torch.tensor([[1.0, 0.0]]), entropy_coef=0.1, **common)
+    assert masked.loss.item() == pytest.approx((-2 - 0.1 * 0.693147) / 4, rel=1e-5)  # a masked token adds nothing
+    # With A = 0 only the bonus is left; dH/dz_i = -p_i (ln p_i + H), so for the 0.9 token
+    # d loss / dz_0 = 0.1 * 0.9 * (ln 0.9 + 0.325083) / 4 = +0.0049438: descent flattens p.
+    alone = loss.ppo_clip_loss(logp, all_logp, logp.detach(), torch.tensor([0.0]), torch.ones(1, 2),
+                               entropy_coef=0.1, **common)
+    alone.loss.backward()
+    assert float(logits.grad[0, 1, 0]) == pytest.approx(0.0049438, rel=1e-4)
+    assert float(logits.grad[0, 0, 0]) == pytest.approx(0.0, abs=1e-7)  # the uniform token is at the maximum

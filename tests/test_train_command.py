@@ -45,3 +45,36 @@ def test_train_resume_and_errors(init_dir, tmp_path):
     assert bad.returncode == 2 and "bad --option" in bad.stderr and "Traceback" not in bad.stderr
     missing = evo("--task", "maze", "--init", str(tmp_path), "--out", str(tmp_path / "x"))
     assert missing.returncode == 2 and "config.json" in missing.stderr
+
+
+def test_list_algos_says_each_estimators_prompt():
+    from training.advantages import REGISTRY
+
+    listed = evo("--list-algos")
+    assert listed.returncode == 0, listed.stderr
+    pairs = dict(line.split() for line in listed.stdout.strip().splitlines())
+    assert pairs == {name: entry.prompt for name, entry in REGISTRY.items()}
+    assert pairs["vpo"] == "set" and pairs["grpo"] == "single" and pairs["goal_grpo"] == "goal"
+
+
+def test_option_flags_train_and_are_saved(init_dir, tmp_path):
+    flags = ["--algo", "goal_grpo", "--diversity-coef", "1.5", "--entropy-coef", "0.01", "--eps-high", "0.28"]
+    out = tmp_path / "run"
+    done = evo("--task", "maze", "--init", str(init_dir), "--out", str(out), "--prompts", "2", "--group", "2",
+               "--max-new-tokens", "8", "--steps", "1", "--no-progress", *flags)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((out / "train_config.json").read_text())
+    for flag, value in zip(flags[::2], flags[1::2]):
+        key = flag.removeprefix("--").replace("-", "_")
+        assert str(saved[key]) == value
+    assert [r["step"] for r in checkpoint.read_metrics(out)] == [1]
+
+
+def test_option_flags_refuse_what_they_cannot_do(init_dir, tmp_path):
+    common = ["--task", "maze", "--init", str(init_dir), "--prompts", "2", "--group", "2", "--max-new-tokens", "8"]
+    sets = evo(*common, "--out", str(tmp_path / "a"), "--algo", "vpo", "--diversity-coef", "1")
+    assert sets.returncode == 2 and "single-answer" in sets.stderr and "Traceback" not in sets.stderr
+    negative = evo(*common, "--out", str(tmp_path / "b"), "--entropy-coef", "-1")
+    assert negative.returncode == 2 and "--entropy-coef" in negative.stderr
+    goal = evo(*common, "--task", "symreg", "--out", str(tmp_path / "c"), "--algo", "goal_grpo")
+    assert goal.returncode == 2 and "prompt_with_weights" in goal.stderr and "Traceback" not in goal.stderr

@@ -43,3 +43,15 @@ class CharMix:
 
     def problem_spec(self, instance: Instance, directory: Path) -> Path:
         raise NotImplementedError("the toy task is not searchable")
+
+
+class GoalCharMix(CharMix):
+    """CharMix with the optional Task methods: a similarity of two answers (the share of
+    positions where they agree) and a prompt that shows a weighting of the objectives."""
+
+    def similarity(self, instance: Instance, a: str, b: str) -> float:
+        return sum(x == y for x, y in zip(a, b)) / max(len(a), len(b), 1)
+
+    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> tuple[str, np.ndarray]:
+        percent = round(100 * float(weights[0]))
+        return f"mix{instance.index % 7} w{percent:03d}:", np.array([percent, 100 - percent]) / 100

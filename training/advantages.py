@@ -5,12 +5,15 @@ answers per rollout, objectives — to advantages of shape (B, G), one scalar pe
 `weights` (d,) define the task's deployment scalar (the weighted mean); `rng` is the only
 source of randomness. Broadcasting to tokens, masking and the loss live in the trainer.
 
-Single-answer estimators require m == 1; `MULTI_ANSWER` names the ones that read a set.
+Each registry entry says which prompt its rollouts answer (`Entry.prompt`): `single` (one
+answer, m == 1), `set` (m answers in one completion) or `goal` (one answer to a prompt that
+shows a Dirichlet weight, which the trainer draws per prompt group and passes as `goals`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import comb
@@ -19,31 +22,62 @@ from scipy.stats import gamma, qmc
 EPS = 1e-6
 
 Estimator = Callable[..., np.ndarray]
-REGISTRY: dict[str, Estimator] = {}
-MULTI_ANSWER: frozenset[str] = frozenset({"vpo", "multi_rlvr"})
+PROMPTS = ("single", "set", "goal")
 
 
-def register(name: str) -> Callable[[Estimator], Estimator]:
+@dataclass(frozen=True)
+class Entry:
+    """A registered estimator (callable like its function) and the prompt its rollouts answer."""
+
+    function: Estimator
+    prompt: str = "single"  # one of PROMPTS
+
+    def __post_init__(self) -> None:
+        if self.prompt not in PROMPTS:
+            raise ValueError(f"prompt must be one of {PROMPTS}, got {self.prompt!r}")
+
+    @property
+    def multi_answer(self) -> bool:
+        return self.prompt == "set"
+
+    @property
+    def goal_conditioned(self) -> bool:
+        return self.prompt == "goal"
+
+    def __call__(self, rewards: np.ndarray, **kwargs) -> np.ndarray:
+        return self.function(rewards, **kwargs)
+
+
+REGISTRY: dict[str, Entry] = {}
+
+
+def register(name: str, prompt: str = "single") -> Callable[[Estimator], Estimator]:
     def decorate(function: Estimator) -> Estimator:
-        REGISTRY[name] = function
+        REGISTRY[name] = Entry(function, prompt)
         return function
 
     return decorate
 
 
-def compute(name: str, rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, **options) -> np.ndarray:
-    """Advantages (B, G) of the estimator called `name`."""
+def entry(name: str) -> Entry:
     if name not in REGISTRY:
         raise KeyError(f"unknown advantage estimator {name!r}; registered: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def compute(name: str, rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, **options) -> np.ndarray:
+    """Advantages (B, G) of the estimator called `name` (a goal-conditioned one also takes
+    `goals`, the (B, d) weights its prompts showed)."""
+    estimator = entry(name)
     rewards = np.asarray(rewards, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
     if rewards.ndim != 4:
         raise ValueError(f"rewards must have shape (B, G, m, d), got {rewards.shape}")
     if weights.shape != (rewards.shape[3],):
         raise ValueError(f"weights must have shape ({rewards.shape[3]},), got {weights.shape}")
-    if name not in MULTI_ANSWER and rewards.shape[2] != 1:
+    if not estimator.multi_answer and rewards.shape[2] != 1:
         raise ValueError(f"{name} is a single-answer estimator; rewards have m={rewards.shape[2]}")
-    return REGISTRY[name](rewards, weights=weights, rng=rng, **options)
+    return estimator(rewards, weights=weights, rng=rng, **options)
 
 
 def zscore(values: np.ndarray, eps: float = EPS) -> np.ndarray:
@@ -96,7 +130,7 @@ def gdpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) 
     return (summed - summed.mean()) / (std + EPS)
 
 
-@register("multi_rlvr")
+@register("multi_rlvr", prompt="set")
 def multi_rlvr(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """m answers, fixed scalar, set score = sum of the answers' scalars."""
     return zscore(scalar(rewards, weights).sum(axis=2))
@@ -107,7 +141,18 @@ def random_weight_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.rand
     """GRPO whose scalar uses a Dirichlet weight drawn afresh for each prompt group."""
     b, _, _, d = rewards.shape
     w = rng.dirichlet(np.full(d, alpha), size=b)  # (B, d)
-    return zscore(np.einsum("bgd,bd->bg", rewards[:, :, 0], w))
+    return goal_grpo(rewards, weights=weights, rng=rng, goals=w)
+
+
+@register("goal_grpo", prompt="goal")
+def goal_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, goals: np.ndarray) -> np.ndarray:
+    """Goal-conditioned GRPO: group z-score of w . r, with each group's weighting w the one its
+    prompt showed (`goals`, (B, d): the trainer draws Dirichlet(1) weightings and the task
+    says which it can show, `task.prompt_with_weights`)."""
+    goals = np.asarray(goals, dtype=np.float64)
+    if goals.shape != (rewards.shape[0], rewards.shape[3]):
+        raise ValueError(f"goals must have shape (B, d) = {(rewards.shape[0], rewards.shape[3])}, got {goals.shape}")
+    return zscore(np.einsum("bgd,bd->bg", rewards[:, :, 0], goals))
 
 
 def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -173,7 +218,7 @@ def vpo_scores(rewards: np.ndarray, w: np.ndarray) -> np.ndarray:
     return values.max(axis=3).mean(axis=2)
 
 
-@register("vpo")
+@register("vpo", prompt="set")
 def vpo(
     rewards: np.ndarray,
     *,

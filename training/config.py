@@ -29,6 +29,8 @@ class TrainConfig:
     eps_low: float = 0.2
     eps_high: float = 0.2
     kl_coef: float = 0.0  # k3 KL to the frozen init model, as a loss term
+    entropy_coef: float = 0.0  # entropy bonus: the loss subtracts this x token entropy (0: off)
+    diversity_coef: float = 0.0  # DARLING-style reward scale 1 + this x distinctness (0: off; training/diversity.py)
     ppo_epochs: int = 1
     micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
@@ -43,6 +45,9 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("entropy_coef", "diversity_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.micro_batches > self.prompts * self.group:
             raise ValueError(f"micro_batches ({self.micro_batches}) exceeds the rollouts per step ({self.prompts * self.group})")
 

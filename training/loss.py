@@ -83,13 +83,17 @@ def ppo_clip_loss(
     normalizer: float,
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    entropy_coef: float = 0.0,
 ) -> LossParts:
     """PPO-clip over tokens; per-token losses are summed and divided by a constant, so a
-    rollout's weight does not depend on its length (no per-sequence averaging)."""
+    rollout's weight does not depend on its length (no per-sequence averaging).
+    `entropy_coef` > 0 subtracts coef * token entropy (the bonus, normalized alike)."""
     ratio = torch.exp(logp - old_logp)
     a = advantages[:, None]
     clipped_ratio = ratio.clamp(1 - eps_low, 1 + eps_high)
     per_token = -torch.min(ratio * a, clipped_ratio * a)
+    if entropy_coef:
+        per_token = per_token - entropy_coef * token_entropy(all_logp)
     kl_sum = 0.0
     if ref_logp is not None:
         delta = ref_logp - logp
@@ -99,5 +103,10 @@ def ppo_clip_loss(
     loss = (per_token * mask).sum() / normalizer
     with torch.no_grad():
         active = ((ratio * a) > (clipped_ratio * a)).float()
-        entropy = -(all_logp.exp() * all_logp).sum(-1)
+        entropy = token_entropy(all_logp)
     return LossParts(loss, float((active * mask).sum()), float((entropy * mask).sum()), kl_sum)
+
+
+def token_entropy(all_logp: torch.Tensor) -> torch.Tensor:
+    """Entropy of every token's distribution from its log-probabilities (..., V) -> (...)."""
+    return -(all_logp.exp() * all_logp).sum(-1)

@@ -17,9 +17,9 @@ import torch
 
 from evo.errors import UserError
 from evo.policies.local import Rollout, Sampler
-from tasks.base import Instance, Task
+from tasks.base import GoalConditioned, Instance, Task
 from tasks.completions import score_completion
-from training.advantages import MULTI_ANSWER
+from training.advantages import entry
 
 
 @dataclass(frozen=True)
@@ -34,15 +34,18 @@ class Rollouts:
 
 def answers_for(algo: str, m: int) -> int:
     """The number of answers per rollout that `algo` trains with (1 for single-answer methods)."""
-    return m if algo in MULTI_ANSWER else 1
+    return m if entry(algo).multi_answer else 1
 
 
 def check_template(task: Task, instance: Instance, algo: str, m: int) -> None:
     """Raise UserError when the prompt template cannot serve `algo` with `m` answers."""
-    if algo in MULTI_ANSWER and m < 2:
+    multi = entry(algo).multi_answer
+    if multi and m < 2:
         raise UserError(f"{algo} trains on sets of answers: use --answers 2 or more (got {m})")
-    if algo not in MULTI_ANSWER and m != 1:
+    if not multi and m != 1:
         raise UserError(f"{algo} is a single-answer method but {m} answers per rollout were requested")
+    if entry(algo).goal_conditioned and not isinstance(task, GoalConditioned):
+        raise UserError(f"{algo} writes a weighting into the prompt, but task {task.name!r} has no prompt_with_weights")
     if m > 1 and task.prompt(instance, m) == task.prompt(instance, 1):
         raise UserError(f"task {task.name!r} renders the same prompt for {m} answers and for 1: it has no multi-answer template")
 
@@ -59,9 +62,12 @@ def collect(
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int = 0,
+    prompts: Sequence[str] | None = None,
 ) -> Rollouts:
-    """Sample `group` completions for each instance's m-answer prompt and score them."""
-    samples = Sampler(model, tokenizer).sample([task.prompt(i, m) for i in instances], n=group,
+    """Sample `group` completions for each instance's m-answer prompt (or the given `prompts`,
+    one per instance) and score them."""
+    prompts = [task.prompt(i, m) for i in instances] if prompts is None else list(prompts)
+    samples = Sampler(model, tokenizer).sample(prompts, n=group,
                                                max_new_tokens=max_new_tokens, temperature=temperature,
                                                top_p=top_p, seed=seed)
     flat = [c for row in samples.completions for c in row]

@@ -18,7 +18,8 @@ from tqdm import tqdm
 import tasks
 from evo import metrics
 from evo.errors import UserError
-from training import advantages, checkpoint
+from tasks.base import Similar
+from training import advantages, checkpoint, diversity
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
 from training.rollouts import Rollouts, answers_for, check_template, collect
@@ -58,6 +59,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
     if config.algo not in advantages.REGISTRY:
         raise UserError(f"unknown algorithm {config.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
     check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, answers_for(config.algo, config.answers))
+    check_diversity(task, config)
     model, tokenizer = load_model(str(out) if resume else config.init)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     step = 0
@@ -68,6 +70,16 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         checkpoint.truncate_metrics(out, step)
     reference = load_model(config.init)[0] if config.kl_coef > 0 else None
     return State(config, task, model, tokenizer, optimizer, reference, step)
+
+
+def check_diversity(task: tasks.Task, config: TrainConfig) -> None:
+    """--diversity-coef needs a task that compares answers and a single-answer estimator."""
+    if not config.diversity_coef:
+        return
+    if not isinstance(task, Similar):
+        raise UserError(f"--diversity-coef needs a task with a similarity(instance, a, b) method; {task.name!r} has none")
+    if advantages.entry(config.algo).multi_answer:
+        raise UserError(f"--diversity-coef is for single-answer estimators; {config.algo} trains on sets of answers")
 
 
 def seeds(config: TrainConfig, step: int) -> tuple[int, int, np.random.Generator]:
@@ -81,12 +93,36 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     instance_seed, sample_seed, rng = seeds(config, state.step)
     instances = state.task.instances("train", config.prompts, seed=instance_seed)
     m = answers_for(config.algo, config.answers)
+    prompts, goals = goal_prompts(state, instances)
     with autocast(config):
         rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
                         max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                        top_p=config.top_p, seed=sample_seed)
-    adv = advantages.compute(config.algo, rolls.rewards, weights=state.task.weights, rng=rng, **config.options)
+                        top_p=config.top_p, seed=sample_seed, prompts=prompts)
+    rewards = shaped_rewards(state, rolls)
+    extra = {} if goals is None else {"goals": goals}
+    adv = advantages.compute(config.algo, rewards, weights=state.task.weights, rng=rng, **extra, **config.options)
     return rolls, adv
+
+
+def goal_prompts(state: State, instances: list) -> tuple[list[str] | None, np.ndarray | None]:
+    """For a goal-conditioned estimator: each instance's prompt showing a Dirichlet(1)
+    weighting, and the (B, d) weightings the prompts show (one per prompt group, so the
+    group's rollouts answer, and are compared under, the same request). (None, None) else."""
+    if not advantages.entry(state.config.algo).goal_conditioned:
+        return None, None
+    rng = np.random.default_rng([state.config.seed, state.step, 1])
+    drawn = rng.dirichlet(np.ones(len(state.task.objectives)), size=len(instances))
+    shown = [state.task.prompt_with_weights(instance, w) for instance, w in zip(instances, drawn)]
+    return [prompt for prompt, _ in shown], np.array([w for _, w in shown])
+
+
+def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
+    """The rewards the estimator sees: with --diversity-coef, scaled by each answer's distance
+    to its group (training/diversity.py); otherwise the scored rewards themselves."""
+    if not state.config.diversity_coef:
+        return rolls.rewards
+    similarity = diversity.rollout_similarity(state.task, rolls)
+    return diversity.diversity_scaled(rolls.rewards, similarity, state.config.diversity_coef)
 
 
 def autocast(config: TrainConfig):
@@ -122,6 +158,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
                 logp, all_logp, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
                 eps_low=config.eps_low, eps_high=config.eps_high, normalizer=total * config.norm,
                 ref_logp=None if ref is None else ref[rows], kl_coef=config.kl_coef,
+                entropy_coef=config.entropy_coef,
             )
             parts.loss.backward()
             for key in ("clipped", "entropy", "kl"):

@@ -89,12 +89,14 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--search-instances", default=Search.instances, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
 @click.option("--search-seeds", default=Search.seeds, show_default=True, type=click.IntRange(1))
 @click.option("--search-calls", default=Search.calls, show_default=True, type=click.IntRange(1), help="policy calls per search run")
+@click.option("--search-instance-seed", default=Search.instance_seed, show_default=True, type=int,
+              help="seed of the hard search instances (test split), apart from --seed's sampling instances")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def command(task_name, policies, answers, k_text, instances, pool, temperature, tokens_per_answer, search_instances,
-            search_seeds, search_calls, seed, out, as_json, quiet) -> None:
+            search_seeds, search_calls, search_instance_seed, seed, out, as_json, quiet) -> None:
     """Compare policies on a task: matched-budget sampling metrics, then evolutionary search."""
     import tasks
     from evo import policies as registry
@@ -113,7 +115,7 @@ def command(task_name, policies, answers, k_text, instances, pool, temperature, 
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
     sampling = Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
-    settings = Search(instances=search_instances, seeds=search_seeds, calls=search_calls)
+    settings = Search(instances=search_instances, seeds=search_seeds, calls=search_calls, instance_seed=search_instance_seed)
     held_out = task.instances("test", instances, seed=seed)
     optimum = np.array([task.oracle_best(i) for i in held_out])
     out.mkdir(parents=True, exist_ok=True)

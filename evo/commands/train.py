@@ -12,7 +12,30 @@ import click
 from evo.commands import params
 from evo.errors import UserError
 
-ALGOS = ("dr_grpo", "gdpo", "grpo", "maxk", "maxrl", "multi_rlvr", "random_weight_grpo", "rloo", "vpo")
+
+class Algorithms(click.Choice):
+    """The registered advantage estimators (`training.advantages.REGISTRY`), read when first
+    needed so that `evo --help` does not import the training package."""
+
+    def __init__(self) -> None:
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from training.advantages import REGISTRY
+
+        return tuple(sorted(REGISTRY))
+
+
+def list_algos(ctx: click.Context, _param, value: bool) -> None:
+    """Print `NAME PROMPT` per estimator (PROMPT: single, set or goal) and exit."""
+    if not value or ctx.resilient_parsing:
+        return
+    from training.advantages import REGISTRY
+
+    for name in sorted(REGISTRY):
+        click.echo(f"{name} {REGISTRY[name].prompt}")
+    ctx.exit()
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict:
@@ -50,20 +73,26 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
 
 @click.command()
 @click.option("--task", help="Task family (see `evo tasks`).")
-@click.option("--algo", type=click.Choice(ALGOS), default="vpo", show_default=True, help="Advantage estimator.")
+@click.option("--algo", type=Algorithms(), default="vpo", show_default=True, help="Advantage estimator.")
+@click.option("--list-algos", is_flag=True, expose_value=False, is_eager=True, callback=list_algos,
+              help="Print each estimator and the prompt it trains on (single, set or goal), then exit.")
 @click.option("--init", type=click.Path(file_okay=False), help="Hugging Face directory to start from.")
 @click.option("--steps", type=click.IntRange(1), help="Total training steps (default 200).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out (to --steps).")
 @click.option("--prompts", default=16, show_default=True, type=click.IntRange(1), help="Prompts per step.")
 @click.option("--group", default=8, show_default=True, type=click.IntRange(1), help="Rollouts per prompt (G).")
-@click.option("--answers", default=3, show_default=True, type=click.IntRange(1), help="Answers per rollout (vpo, multi_rlvr).")
+@click.option("--answers", default=3, show_default=True, type=click.IntRange(1), help="Answers per rollout of multi-answer algos (`set` in --list-algos).")
 @click.option("--max-new-tokens", default=64, show_default=True, type=params.MAX_NEW_TOKENS)
 @click.option("--temperature", default=1.0, show_default=True, type=params.TEMPERATURE)
 @click.option("--lr", default=2e-4, show_default=True, type=float)
 @click.option("--kl-coef", default=0.0, show_default=True, type=float, help="k3 KL to the --init model.")
-@click.option("--eps-low", default=0.2, show_default=True, type=float)
-@click.option("--eps-high", default=0.2, show_default=True, type=float)
+@click.option("--entropy-coef", default=0.0, show_default=True, type=click.FloatRange(0),
+              help="Entropy bonus: the loss subtracts this x mean token entropy.")
+@click.option("--diversity-coef", default=0.0, show_default=True, type=click.FloatRange(0),
+              help="DARLING-style reward: r x (1 + this x mean distance to the group's other answers); single-answer algos.")
+@click.option("--eps-low", default=0.2, show_default=True, type=float, help="PPO clip below: ratio >= 1 - eps-low.")
+@click.option("--eps-high", default=0.2, show_default=True, type=float, help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28).")
 @click.option("--ppo-epochs", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--micro-batches", default=1, show_default=True, type=click.IntRange(1), help="Gradient accumulation chunks.")
 @click.option("--save-every", default=50, show_default=True, type=click.IntRange(1))
@@ -75,7 +104,7 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def command(task, algo, init, steps, out, resume, prompts, group, answers, max_new_tokens, temperature, lr, kl_coef,
-            eps_low, eps_high, ppo_epochs, micro_batches, save_every, snapshot_every, bf16, seed, options, threads, progress) -> None:
+            entropy_coef, diversity_coef, eps_low, eps_high, ppo_epochs, micro_batches, save_every, snapshot_every, bf16, seed, options, threads, progress) -> None:
     """RL-train a checkpoint; writes a Hugging Face directory, metrics.jsonl and trainer state.
     The last line printed is a JSON summary."""
     import torch
@@ -83,7 +112,8 @@ def command(task, algo, init, steps, out, resume, prompts, group, answers, max_n
     from training.trainer import run
 
     settings = dict(task=task, algo=algo, prompts=prompts, group=group, answers=answers, max_new_tokens=max_new_tokens,
-                    temperature=temperature, lr=lr, kl_coef=kl_coef, eps_low=eps_low, eps_high=eps_high,
+                    temperature=temperature, lr=lr, kl_coef=kl_coef, entropy_coef=entropy_coef,
+                    diversity_coef=diversity_coef, eps_low=eps_low, eps_high=eps_high,
                     ppo_epochs=ppo_epochs, micro_batches=micro_batches, save_every=save_every, snapshot_every=snapshot_every, bf16=bf16, seed=seed,
                     options=parse_options(options))
     if init is not None and not (Path(init) / "config.json").exists():

@@ -15,9 +15,9 @@ from tasks.base import Instance, Task
 @dataclass(frozen=True)
 class Search:
     instances: int = 8  # hard held-out instances (0: skip the search)
-    seeds: int = 2
+    seeds: int = 2  # search runs per instance (run seeds 0 .. seeds - 1)
     calls: int = 30  # policy calls (iterations) per run
-    instance_seed: int = 777
+    instance_seed: int = 777  # seed of the test-split instances the hard ones are picked from
 
 
 def best_so_far(directory: Path, calls: int, scale: float) -> np.ndarray:

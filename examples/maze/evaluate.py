@@ -1,7 +1,11 @@
 """Evaluate maze checkpoints on held-out mazes with matched candidate pools.
 
 A `single` model answers the 1-route prompt `--pool` times; a `set` model answers the
-m-route prompt `--pool / m` times (a rollout of m routes counts as m candidates). Every
+m-route prompt `--pool / m` times (a rollout of m routes counts as m candidates); a `goal`
+model (goal-conditioned GRPO) answers `--pool` 1-route prompts that each show a freshly
+drawn objective weighting (Dirichlet(1), seeded by --maze-seed, the same weightings for
+every goal model; the task rounds them to what its prompt can show). The mode of a trained run is its algo's prompt in
+`evo train --list-algos`. Every
 candidate gets a reward vector; an unparseable or truncated completion gives m zero rows.
 Per maze we keep the candidates' scalars and vectors, then summarise best@k (unbiased,
 from the pool), pass@k against the oracle's best scalar, reward-space diversity (mean
@@ -29,6 +33,7 @@ from evo import metrics  # noqa: E402
 from evo.compare import summary  # noqa: E402
 from evo.policies.local import Sampler  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
+from training.advantages import PROMPTS as MODES  # noqa: E402
 from training.trainer import load_model  # noqa: E402
 
 KS = (1, 5, 10, 30)
@@ -36,18 +41,31 @@ TOKENS_PER_ROUTE = 64  # a route of 21 moves (the longest budget seen) is 65 cha
 
 
 def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_tokens: int, temperature: float,
-               seed: int, batch: int) -> np.ndarray:
-    """(mazes, pool, d) reward vectors of every candidate answer."""
+               seed: int, batch: int, goals: np.ndarray | None = None) -> np.ndarray:
+    """(mazes, pool, d) reward vectors of every candidate answer; with `goals` (mazes, pool, d)
+    each candidate answers its own goal-conditioned prompt."""
     n = pool // m
     out = []
     for start in range(0, len(instances), batch):
         chunk = instances[start:start + batch]
-        rollout = sampler.sample([task.prompt(i, m) for i in chunk], n=n, max_new_tokens=max_new_tokens,
-                                 temperature=temperature, seed=seed + start)
-        for instance, completions in zip(chunk, rollout.completions):
-            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", m)[0] for c in completions]
+        if goals is None:
+            prompts, per_prompt = [task.prompt(i, m) for i in chunk], n
+        else:
+            prompts = [task.prompt_with_weights(i, w)[0] for k, i in enumerate(chunk) for w in goals[start + k]]
+            per_prompt = 1
+        rollout = sampler.sample(prompts, n=per_prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                                 seed=seed + start)
+        replies = [c for row in rollout.completions for c in row]
+        for k, instance in enumerate(chunk):
+            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", m)[0]
+                    for c in replies[k * n:(k + 1) * n]]
             out.append(np.concatenate(rows))
     return np.stack(out)
+
+
+def goal_pool(mazes: int, pool: int, d: int, seed: int) -> np.ndarray:
+    """(mazes, pool, d) weightings for `goal` models: one per candidate, the same for every model."""
+    return np.random.default_rng([seed, 1]).dirichlet(np.ones(d), size=(mazes, pool))
 
 
 def summarise(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray, fronts: list[np.ndarray]) -> dict:
@@ -64,7 +82,7 @@ def summarise(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray, fro
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR:single|set")
+    parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR:single|set|goal")
     parser.add_argument("--task", default="maze")
     parser.add_argument("--tokens-per-route", type=int, default=TOKENS_PER_ROUTE, help="96 for maze-notes")
     parser.add_argument("--mazes", type=int, default=200)
@@ -85,11 +103,15 @@ def main() -> None:
     for spec in args.model:
         name, _, rest = spec.partition("=")
         path, _, mode = rest.rpartition(":")
+        if mode not in MODES:
+            parser.error(f"--model {spec}: the mode after the last ':' must be one of {', '.join(MODES)}")
         m = args.answers if mode == "set" else 1
+        goals = goal_pool(len(instances), args.pool, len(task.objectives), args.maze_seed) if mode == "goal" else None
         model, tokenizer = load_model(path)
         started = time.time()
         vectors = candidates(Sampler(model, tokenizer), task, instances, m=m, pool=args.pool,
-                             max_new_tokens=args.tokens_per_route * m + 4, temperature=args.temperature, seed=args.maze_seed, batch=args.batch)
+                             max_new_tokens=args.tokens_per_route * m + 4, temperature=args.temperature,
+                             seed=args.maze_seed, batch=args.batch, goals=goals)
         summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64), optimum, fronts)
         results["models"][name] = {"path": path, "mode": mode, "m": m, "seconds": round(time.time() - started, 1), **summary}
         print(name, json.dumps({k: round(v, 4) for k, v in summary["mean"].items()}), flush=True)

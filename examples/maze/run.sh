@@ -26,9 +26,13 @@ mkdir -p "$RUNS" "$RESULTS"
 COMMANDS="$RESULTS/commands.txt"
 : > "$COMMANDS"
 
+prompt_of() {  # algo -> the prompt it trains on: single, set or goal (the estimator registry says)
+  python -m evo train --list-algos | awk -v a="$1" '$1 == a { print $2 }'
+}
+
 train() {  # algo seed
   local algo=$1 seed=$2 m=1
-  case $algo in vpo|multi_rlvr) m=3 ;; esac
+  if [ "$(prompt_of "$algo")" = set ]; then m=3; fi
   local cmd="python -m evo train --task $TASK --algo $algo --init $WARMUP --out $RUNS/$algo-s$seed --steps $STEPS --prompts $PROMPTS --group $GROUP --answers 3 --max-new-tokens $((TOKENS * m + 4)) --lr $LR --kl-coef $KL --seed $seed --save-every 25 --no-progress"
   echo "$cmd" >> "$COMMANDS"
   if [ -f "$RUNS/$algo-s$seed/trainer_state.pt" ]; then
@@ -47,8 +51,7 @@ wait
 
 models=(--model "warmup-single=$WARMUP:single" --model "warmup-set=$WARMUP:set")
 for algo in $ALGOS; do
-  mode=single
-  case $algo in vpo|multi_rlvr) mode=set ;; esac
+  mode=$(prompt_of "$algo")
   for seed in $SEEDS; do models+=(--model "$algo-s$seed=$RUNS/$algo-s$seed:$mode"); done
 done
 echo "python examples/maze/evaluate.py ${models[*]} --task $TASK --tokens-per-route $TOKENS --mazes $MAZES --out $RESULTS/eval.json" >> "$COMMANDS"

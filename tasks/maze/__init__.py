@@ -44,6 +44,19 @@ class MazeTask:
         maze: Maze = instance.data
         return formats.compact_prompt(maze, m, self.notes) if self.style == "compact" else formats.chat_prompt(maze, m)
 
+    def prompt_with_weights(self, instance: Instance, weights: np.ndarray) -> tuple[str, np.ndarray]:
+        """The single-answer prompt showing a weighting of the objectives (compact: in ninths,
+        in the header; chat: in whole percents, in words) and the weighting it shows."""
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (len(OBJECTIVES),) or (weights < 0).any() or abs(weights.sum() - 1) > 1e-6:
+            raise ValueError(f"weights must be {len(OBJECTIVES)} non-negative numbers summing to 1, got {weights}")
+        maze: Maze = instance.data
+        total = formats.COMPACT_GOAL_UNITS if self.style == "compact" else formats.CHAT_GOAL_UNITS
+        shown = formats.units(weights, total)
+        if self.style == "compact":
+            return formats.compact_prompt(maze, 1, self.notes, goal=shown), np.array(shown) / total
+        return formats.chat_prompt(maze, 1, goal=shown), np.array(shown) / total
+
     def parse(self, instance: Instance, completion: str, m: int = 1) -> list[Any]:
         """compact: cell tuples; chat: U/D/L/R strings."""
         if self.style == "compact":
@@ -67,6 +80,13 @@ class MazeTask:
             seen.add(path)
             rows[i] = reward(maze, path)
         return rows
+
+    def similarity(self, instance: Instance, a: Any, b: Any) -> float:
+        """Jaccard overlap of the cells two routes visit (an invalid route visits none; two
+        invalid routes count as the same)."""
+        cells = [set(self.path(instance.data, answer) or ()) for answer in (a, b)]
+        union = cells[0] | cells[1]
+        return len(cells[0] & cells[1]) / len(union) if union else 1.0
 
     def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
         routes = demos.route_set(instance.data, m, rng)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 
 from tasks.base import ParseError, TemplateMismatch
-from tasks.maze.env import MOVES, Cell, Maze
+from tasks.maze.env import MOVES, OBJECTIVES, Cell, Maze
 
 SEPARATOR = "|"
 ROW_LABELS = "abcdefghij"
@@ -53,8 +53,27 @@ def note(maze: Maze, cell: Cell) -> str:
     return NOTES[sum(1 << i for i, (dr, dc) in enumerate(MOVES.values()) if maze.is_open((r + dr, c + dc)))]
 
 
-def compact_prompt(maze: Maze, m: int, notes: bool = False) -> str:
-    header = " " + "".join(str(c) for c in range(maze.size))
+COMPACT_GOAL_UNITS = 9  # a compact prompt writes a weighting in ninths, one digit per objective
+CHAT_GOAL_UNITS = 100  # a chat prompt writes it in whole percents
+
+
+def units(weights, total: int) -> list[int]:
+    """A weighting on the simplex as whole units of 1/total that sum to `total`: every entry
+    rounds down, then the largest remainders (the first on ties) round up."""
+    raw = [float(w) * total for w in weights]
+    floors = [int(v // 1) for v in raw]
+    order = sorted(range(len(raw)), key=lambda i: floors[i] - raw[i])  # largest remainder first, stable
+    for i in order[: total - sum(floors)]:
+        floors[i] += 1
+    return floors
+
+
+def compact_prompt(maze: Maze, m: int, notes: bool = False, goal: list[int] | None = None) -> str:
+    """With `goal` (a weighting in ninths, `units(w, 9)`) its digits replace the first column
+    labels of the header (` 0123456` -> ` 2412456`): the prompt keeps its length, so a tiny
+    model with absolute positions trained on plain prompts still reads the grid."""
+    labels = "".join(str(c) for c in range(maze.size))
+    header = " " + (labels if goal is None else "".join(str(u) for u in goal) + labels[len(goal):])
     rows = [ROW_LABELS[r] + row for r, row in enumerate(maze.rows)]
     listing = [
         "".join(cell_name((r, c)) + note(maze, (r, c)) for c in range(maze.size)) for r in range(maze.size)
@@ -124,9 +143,19 @@ _TAG = re.compile(r"<route_(\d+)>(.*?)</route_\1>", re.DOTALL)
 _MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 
-def chat_prompt(maze: Maze, m: int) -> str:
+CHAT_GOAL = "This time a route's reward is {terms}.\n\n"
+
+
+def chat_prompt(maze: Maze, m: int, goal: list[int] | None = None) -> str:
+    """With `goal` (a weighting in whole percents, `units(w, 100)`) a sentence before the
+    request says it."""
     example = "\n".join(f"<route_{i}>R D ...</route_{i}>" for i in range(1, m + 1))
-    return CHAT_TEMPLATE.format(n=maze.size, grid="\n".join(maze.rows), budget=maze.budget, m=m, example=example)
+    text = CHAT_TEMPLATE.format(n=maze.size, grid="\n".join(maze.rows), budget=maze.budget, m=m, example=example)
+    if goal is None:
+        return text
+    terms = " + ".join(f"{p}% {name}" for p, name in zip(goal, OBJECTIVES))
+    cut = text.index("Give ")
+    return text[:cut] + CHAT_GOAL.format(terms=terms) + text[cut:]
 
 
 def chat_answer(moves: list[str]) -> str:
