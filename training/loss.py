@@ -25,6 +25,7 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor)
     encoded once for all of its rollouts in `rows` (its keys and values are shared, so their
     gradients add up), and the completions run in buckets of similar length, each cut to its
     longest completion. Positions past a completion's end hold zeros."""
+    rows = rows.to(samples.completion_ids.device)
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
@@ -48,7 +49,7 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor)
             for layer, (k, v) in enumerate(keys_values):
                 cache.update(k[owner], v[owner], layer)
             mask = torch.cat([prompt_mask[owner], torch.ones_like(completion[:, 1:])], dim=1)
-            steps = prompt_lengths[owner, None] + torch.arange(length - 1)
+            steps = prompt_lengths[owner, None] + torch.arange(length - 1, device=rows.device)
             rest = model(input_ids=completion[:, :-1], attention_mask=mask, position_ids=steps, **{cache_arg: cache})
             logits = torch.cat([logits, rest.logits], dim=1)
         bucket_logp = torch.log_softmax(logits.float(), dim=-1)

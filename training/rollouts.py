@@ -9,7 +9,7 @@ count does not match the prompt template raises before any sampling.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,11 +59,17 @@ def collect(
     temperature: float = 1.0,
     top_p: float = 1.0,
     seed: int = 0,
+    sampler=None,
+    encode: Callable[[Sequence[str]], list[list[int]]] | None = None,
 ) -> Rollouts:
-    """Sample `group` completions for each instance's m-answer prompt and score them."""
-    samples = Sampler(model, tokenizer).sample([task.prompt(i, m) for i in instances], n=group,
-                                               max_new_tokens=max_new_tokens, temperature=temperature,
-                                               top_p=top_p, seed=seed)
+    """Sample `group` completions for each instance's m-answer prompt and score them.
+
+    `sampler` (default: the local Sampler of `model`) takes what `encode` makes of the prompt
+    texts (token ids; default: the texts, tokenized by the sampler)."""
+    prompts = [task.prompt(i, m) for i in instances]
+    sampler = sampler if sampler is not None else Sampler(model, tokenizer)
+    samples = sampler.sample(encode(prompts) if encode is not None else prompts, n=group, max_new_tokens=max_new_tokens,
+                             temperature=temperature, top_p=top_p, seed=seed)
     flat = [c for row in samples.completions for c in row]
     texts = [c.text for c in flat]
     finished = [c.finish_reason == "stop" for c in flat]

@@ -58,14 +58,15 @@ class VLLMPolicy:
             raise UserError(f"vllm: cannot start an engine for {path}: {str(exc).splitlines()[0]}") from None
         self._sampling_params = vllm.SamplingParams
 
-    def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
+    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
         draws = 1 if temperature <= 0.0 else n  # vLLM refuses n > 1 for greedy; greedy repeats
         params = [self._sampling_params(n=draws, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                         seed=None if seed is None else prompt_seed(seed, i),
                                         stop=list(stop) or None, logprobs=0)
                   for i in range(len(prompts))]
-        outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        given = [p if isinstance(p, str) else {"prompt_token_ids": list(p)} for p in prompts]  # token ids used as given
+        outputs = self.llm.generate(given, params, use_tqdm=False)
         ordered = ([_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs)
         return [group * (n // draws) for group in ordered]
 
