@@ -21,6 +21,7 @@ for every rollout of a group (sign and ranking are identical); tests/test_trl.py
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -162,14 +163,20 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
                        callbacks=list(callbacks), peft_config=peft)
 
 
-def metrics_callback(out: Path, records: list[dict]):
-    """A TrainerCallback appending TRL's per-step logs to out/metrics.jsonl (and to `records`)."""
+def metrics_callback(out: Path, records: list[dict], rollouts: int):
+    """A TrainerCallback appending TRL's per-step logs to out/metrics.jsonl (and to `records`),
+    with the step's wall time and completion tokens/s (`rollouts` completions per step)."""
     from transformers import TrainerCallback
 
     class Metrics(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.started = time.perf_counter()
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
                 record = {"step": state.global_step, **{k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}}
+                record["seconds"] = time.perf_counter() - self.started
+                record["tokens_per_s"] = record.get("completions/mean_length", 0.0) * rollouts / record["seconds"]
                 records.append(record)
                 with open(out / "metrics.jsonl", "a") as handle:
                     handle.write(json.dumps(record) + "\n")
@@ -187,7 +194,7 @@ def run(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
     out.mkdir(parents=True, exist_ok=True)
     task = task if task is not None else get_task(config.task)
     records: list[dict] = []
-    grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, callbacks=[metrics_callback(out, records)])
+    grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, callbacks=[metrics_callback(out, records, config.prompts * config.group)])
     config.save(out)
     grpo.train()
     checkpoint.export(models.merged(grpo.model).to("cpu"), grpo.processing_class, out, half=False)
