@@ -56,6 +56,10 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
     if config.algo not in advantages.REGISTRY:
         raise UserError(f"unknown algorithm {config.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
     check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, answers_for(config.algo, config.answers))
+    if config.rollouts == "vllm":
+        from evo.policies.vllm_engine import import_vllm
+
+        import_vllm()  # before any work: a missing vLLM is one line
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
     model, tokenizer = load_model(str(out) if resume else config.init, config.model_options)

@@ -36,7 +36,7 @@ class WeightLoader:
         return len(weights)
 
 
-def _import_vllm():
+def import_vllm():
     try:
         import vllm
     except ImportError as exc:
@@ -49,7 +49,7 @@ class VLLMPolicy:
     """A Policy over vLLM's in-process engine; `engine` options go to `vllm.LLM`."""
 
     def __init__(self, path: str | Path, **engine: Any) -> None:
-        vllm = _import_vllm()
+        vllm = import_vllm()
         self.path = Path(path)
         options = {"dtype": "auto", "seed": 0, "worker_extension_cls": WORKER_EXTENSION, **engine}
         try:

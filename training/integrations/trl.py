@@ -173,7 +173,7 @@ def metrics_callback(out: Path, records: list[dict], rollouts: int):
             self.started = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
+            if logs and "loss" in logs and state.is_world_process_zero:
                 record = {"step": state.global_step, **{k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}}
                 record["seconds"] = time.perf_counter() - self.started
                 record["tokens_per_s"] = record.get("completions/mean_length", 0.0) * rollouts / record["seconds"]
@@ -195,7 +195,8 @@ def run(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
     task = task if task is not None else get_task(config.task)
     records: list[dict] = []
     grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, callbacks=[metrics_callback(out, records, config.prompts * config.group)])
-    config.save(out)
     grpo.train()
-    checkpoint.export(models.merged(grpo.model).to("cpu"), grpo.processing_class, out, half=False)
+    if grpo.accelerator.is_main_process:  # under accelerate launch, one process writes
+        config.save(out)
+        checkpoint.export(models.merged(grpo.accelerator.unwrap_model(grpo.model)).to("cpu"), grpo.processing_class, out, half=False)
     return records
