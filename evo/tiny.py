@@ -45,6 +45,7 @@ SIZES: dict[str, TinySize] = {
     "nano": TinySize(d_model=128, n_layer=4, n_head=2, d_ff=512),  # ~1.06M parameters
     "nano8": TinySize(d_model=128, n_layer=4, n_head=8, d_ff=512),  # nano with 8 heads of 16 (maze-notes warm-up)
     "micro": TinySize(d_model=256, n_layer=6, n_head=4, d_ff=704),  # ~4.8-5.3M parameters
+    "small": TinySize(d_model=512, n_layer=8, n_head=8, d_ff=1408),  # ~25M parameters (scripts/gpu_check.sh)
 }
 DEFAULT_CONTEXT = 2048
 

@@ -7,7 +7,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from training.models import ModelOptions
+
 CONFIG_FILE = "train_config.json"
+ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,14 @@ class TrainConfig:
     save_every: int = 50
     snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)
+    rollouts: str = "local"  # local (the in-process sampler) | vllm (vLLM's engine, weights synced)
+    sync_every: int = 1  # vllm rollouts: push the weights into the engine every N optimizer steps
+    vllm_options: dict[str, Any] = field(default_factory=dict)  # vLLM engine options (training.engines.engine_defaults)
+    device: str = "auto"  # auto | cpu | cuda
+    chat: bool | None = None  # apply the tokenizer's chat template (None: when it has one)
+    gradient_checkpointing: bool = False
+    lora_rank: int = 0  # LoRA adapters of this rank (peft); 0: full fine-tuning
+    lora_alpha: float = 16.0
 
     def __post_init__(self) -> None:
         positive = ("steps", "prompts", "group", "answers", "max_new_tokens", "ppo_epochs", "micro_batches", "save_every")
@@ -48,8 +59,16 @@ class TrainConfig:
         for name in ("entropy_coef", "diversity_coef"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.rollouts not in ROLLOUTS:
+            raise ValueError(f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}")
+        if self.sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
         if self.micro_batches > self.prompts * self.group:
             raise ValueError(f"micro_batches ({self.micro_batches}) exceeds the rollouts per step ({self.prompts * self.group})")
+
+    @property
+    def model_options(self) -> ModelOptions:
+        return ModelOptions(self.device, self.gradient_checkpointing, self.lora_rank, self.lora_alpha)
 
     @property
     def norm(self) -> int:

@@ -25,6 +25,9 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor)
     encoded once for all of its rollouts in `rows` (its keys and values are shared, so their
     gradients add up), and the completions run in buckets of similar length, each cut to its
     longest completion. Positions past a completion's end hold zeros."""
+    rows = rows.to(samples.completion_ids.device)
+    if torch.is_grad_enabled() and checkpointed_layers(model):
+        return joint_logprobs(model, samples, rows)
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
@@ -48,13 +51,39 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor)
             for layer, (k, v) in enumerate(keys_values):
                 cache.update(k[owner], v[owner], layer)
             mask = torch.cat([prompt_mask[owner], torch.ones_like(completion[:, 1:])], dim=1)
-            steps = prompt_lengths[owner, None] + torch.arange(length - 1)
+            steps = prompt_lengths[owner, None] + torch.arange(length - 1, device=rows.device)
             rest = model(input_ids=completion[:, :-1], attention_mask=mask, position_ids=steps, **{cache_arg: cache})
             logits = torch.cat([logits, rest.logits], dim=1)
         bucket_logp = torch.log_softmax(logits.float(), dim=-1)
         all_logp[bucket, :length] = bucket_logp
         logp[bucket, :length] = bucket_logp.gather(-1, completion[..., None]).squeeze(-1)
     return logp, all_logp
+
+
+def checkpointed_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The layers transformers recomputes in the backward (`gradient_checkpointing_enable`)."""
+    return [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
+
+
+def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_logprobs` as one forward over prompt + completion per row, without a KV cache, under
+    gradient checkpointing (a recomputed layer cannot share a prompt cache). transformers only
+    checkpoints layers in training mode: their own flag is set for the forward, so dropout
+    elsewhere stays off as in every other forward of the trainer."""
+    prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[rows], samples.prompt_mask[rows])
+    completion, keep = samples.completion_ids[rows], samples.completion_mask[rows]
+    mask = torch.cat([prompt_mask, torch.ones_like(keep)], dim=1)
+    layers = checkpointed_layers(model)
+    for layer in layers:
+        layer.training = True
+    try:
+        out = model(input_ids=torch.cat([prompt_ids, completion], dim=1), attention_mask=mask,
+                    position_ids=positions(mask), use_cache=False)
+    finally:
+        for layer in layers:
+            layer.training = False
+    all_logp = torch.log_softmax(out.logits[:, prompt_ids.shape[1] - 1:-1].float(), dim=-1) * keep[..., None]
+    return all_logp.gather(-1, completion[..., None]).squeeze(-1) * keep, all_logp
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,7 +9,7 @@ count does not match the prompt template raises before any sampling.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,13 +63,18 @@ def collect(
     top_p: float = 1.0,
     seed: int = 0,
     prompts: Sequence[str] | None = None,
+    sampler=None,
+    encode: Callable[[Sequence[str]], list[list[int]]] | None = None,
 ) -> Rollouts:
     """Sample `group` completions for each instance's m-answer prompt (or the given `prompts`,
-    one per instance) and score them."""
+    one per instance) and score them.
+
+    `sampler` (default: the local Sampler of `model`) takes what `encode` makes of the prompt
+    texts (token ids; default: the texts, tokenized by the sampler)."""
     prompts = [task.prompt(i, m) for i in instances] if prompts is None else list(prompts)
-    samples = Sampler(model, tokenizer).sample(prompts, n=group,
-                                               max_new_tokens=max_new_tokens, temperature=temperature,
-                                               top_p=top_p, seed=seed)
+    sampler = sampler if sampler is not None else Sampler(model, tokenizer)
+    samples = sampler.sample(encode(prompts) if encode is not None else prompts, n=group, max_new_tokens=max_new_tokens,
+                             temperature=temperature, top_p=top_p, seed=seed)
     flat = [c for row in samples.completions for c in row]
     texts = [c.text for c in flat]
     finished = [c.finish_reason == "stop" for c in flat]

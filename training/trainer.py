@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ import tasks
 from evo import metrics
 from evo.errors import UserError
 from tasks.base import Similar
-from training import advantages, checkpoint, diversity
+from training import advantages, checkpoint, diversity, models
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
 from training.rollouts import Rollouts, answers_for, check_template, collect
@@ -34,15 +35,12 @@ class State:
     optimizer: torch.optim.Optimizer
     reference: torch.nn.Module | None
     step: int  # finished steps
+    sampler: object | None = None  # None: the local Sampler; else training.engines.VLLMSampler
+    encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
 
 
-def load_model(path: str):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if not (Path(path) / "config.json").exists():
-        raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(path)
+def load_model(path: str, options: models.ModelOptions = models.ModelOptions()):
+    return models.load(path, options)
 
 
 def get_task(name: str) -> tasks.Task:
@@ -60,16 +58,30 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         raise UserError(f"unknown algorithm {config.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
     check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, answers_for(config.algo, config.answers))
     check_diversity(task, config)
-    model, tokenizer = load_model(str(out) if resume else config.init)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    if config.rollouts == "vllm":
+        from evo.policies.vllm_engine import import_vllm
+
+        import_vllm()  # before any work: a missing vLLM is one line
+    if resume and config.lora_rank:
+        raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
+    model, tokenizer = load_model(str(out) if resume else config.init, config.model_options)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
     step = 0
     if resume:
         state = checkpoint.load_state(out)
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = load_model(config.init)[0] if config.kl_coef > 0 else None
-    return State(config, task, model, tokenizer, optimizer, reference, step)
+    reference = load_model(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
+    sampler = None
+    if config.rollouts == "vllm":
+        from training.engines import VLLMSampler
+
+        sampler = VLLMSampler(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
+                              bf16=config.bf16, engine=config.vllm_options)
+    return State(config, task, model, tokenizer, optimizer, reference, step, sampler,
+                 models.prompt_encoder(tokenizer, config.chat))
 
 
 def check_diversity(task: tasks.Task, config: TrainConfig) -> None:
@@ -97,7 +109,7 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     with autocast(config):
         rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
                         max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                        top_p=config.top_p, seed=sample_seed, prompts=prompts)
+                        top_p=config.top_p, seed=sample_seed, prompts=prompts, sampler=state.sampler, encode=state.encode)
     rewards = shaped_rewards(state, rolls)
     extra = {} if goals is None else {"goals": goals}
     adv = advantages.compute(config.algo, rewards, weights=state.task.weights, rng=rng, **extra, **config.options)
@@ -126,7 +138,7 @@ def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
 
 
 def autocast(config: TrainConfig):
-    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16)
+    return models.autocast(models.resolve_device(config.device), config.bf16)
 
 
 def chunks(total: int, parts: int) -> list[torch.Tensor]:
@@ -145,7 +157,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     config, samples = state.config, rolls.samples
     total = samples.completion_ids.shape[0]
     mask = samples.completion_mask.float()
-    advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32)
+    advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
     old = frozen_logprobs(state.model, rolls, config) if config.ppo_epochs > 1 else None
     ref = frozen_logprobs(state.reference, rolls, config) if state.reference is not None else None
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
@@ -164,7 +176,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
             for key in ("clipped", "entropy", "kl"):
                 sums[key] += getattr(parts, key)
             sums["loss"] += float(parts.loss.detach())
-        sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(state.model.parameters(), config.max_grad_norm))
+        sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(state.optimizer.param_groups[0]["params"], config.max_grad_norm))
         state.optimizer.step()
     tokens = float(mask.sum()) * config.ppo_epochs
     return {
@@ -197,6 +209,8 @@ def train_step(state: State) -> dict:
     started = time.perf_counter()
     rolls, adv = rollout(state)
     record = {"step": state.step + 1, **reward_metrics(state.task, rolls, adv), **update(state, rolls, adv)}
+    if state.sampler is not None:
+        record.update(state.sampler.after_update(state.step + 1))
     seconds = time.perf_counter() - started
     record["seconds"] = seconds
     record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / seconds
@@ -220,9 +234,9 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
         checkpoint.append_metrics(out, record)
         records.append(record)
         if config.snapshot_every and state.step % config.snapshot_every == 0:
-            checkpoint.snapshot(out, state.model, state.tokenizer, state.step)
+            checkpoint.snapshot(out, models.merged(state.model), state.tokenizer, state.step)
         if state.step % config.save_every == 0 or state.step == config.steps:
-            checkpoint.save(out, state.model, state.tokenizer, state.optimizer, state.step)
+            checkpoint.save(out, models.merged(state.model), state.tokenizer, state.optimizer, state.step)
         bar.update(1)
         bar.set_postfix(scalar=f"{record['scalar']:.3f}", div=f"{record['diversity']:.3f}")
     bar.close()

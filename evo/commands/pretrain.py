@@ -100,7 +100,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
 
 @click.command()
 @click.option("--task", "task_name", required=True, help="Task family (see `evo tasks`).")
-@click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M), nano8 (nano with 8 heads) or micro (~5M).")
+@click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M), nano8 (nano with 8 heads), micro (~5M) or small (~25M).")
 @click.option("--arch", default="gpt2", show_default=True, type=click.Choice(["gpt2", "llama"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Checkpoint directory (required to train).")
 @click.option("--steps", cls=SFTOption, show_default=True, type=click.IntRange(1))

@@ -71,6 +71,24 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
         raise UserError(str(error)) from None
 
 
+def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool) -> list[dict]:
+    """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config`."""
+    if engine == "trl":
+        if resume:
+            raise UserError("--engine trl does not resume a run; start a new one with --init set to the last checkpoint")
+        from training.integrations.trl import run as run_trl
+
+        return run_trl(config, use_vllm=use_vllm, progress=progress)
+    if use_vllm:
+        raise UserError("--use-vllm is for --engine trl; the project's trainer takes --rollouts vllm")
+    from training.trainer import run
+
+    try:
+        return run(config, resume=resume, progress=progress)
+    except TypeError as error:  # an estimator option it does not take
+        raise UserError(f"bad --option for {config.algo}: {error}") from None
+
+
 @click.command()
 @click.option("--task", help="Task family (see `evo tasks`).")
 @click.option("--algo", type=Algorithms(), default="vpo", show_default=True, help="Advantage estimator.")
@@ -103,27 +121,37 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option("--rollouts", type=click.Choice(["local", "vllm"]), default="local", show_default=True,
+              help="Sample with the in-process sampler or vLLM's engine (weights pushed in after each sync).")
+@click.option("--sync-every", default=1, show_default=True, type=click.IntRange(1), help="--rollouts vllm: optimizer steps between weight syncs.")
+@click.option("--vllm-option", "vllm_options", multiple=True, metavar="KEY=VALUE", help="vLLM engine option, e.g. gpu_memory_utilization=0.4.")
+@click.option("--engine", type=click.Choice(["ours", "trl"]), default="ours", show_default=True,
+              help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")
+@click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate mode).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--chat/--no-chat", default=None, help="Apply the tokenizer's chat template (default: when it has one).")
+@click.option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
+@click.option("--lora-rank", default=0, show_default=True, type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
+@click.option("--lora-alpha", default=16.0, show_default=True, type=float)
 def command(task, algo, init, steps, out, resume, prompts, group, answers, max_new_tokens, temperature, lr, kl_coef,
-            entropy_coef, diversity_coef, eps_low, eps_high, ppo_epochs, micro_batches, save_every, snapshot_every, bf16, seed, options, threads, progress) -> None:
+            entropy_coef, diversity_coef, eps_low, eps_high, ppo_epochs, micro_batches, save_every, snapshot_every, bf16, seed, options, threads, progress,
+            rollouts, sync_every, vllm_options, engine, use_vllm, device, chat, gradient_checkpointing, lora_rank, lora_alpha) -> None:
     """RL-train a checkpoint; writes a Hugging Face directory, metrics.jsonl and trainer state.
     The last line printed is a JSON summary."""
     import torch
-
-    from training.trainer import run
 
     settings = dict(task=task, algo=algo, prompts=prompts, group=group, answers=answers, max_new_tokens=max_new_tokens,
                     temperature=temperature, lr=lr, kl_coef=kl_coef, entropy_coef=entropy_coef,
                     diversity_coef=diversity_coef, eps_low=eps_low, eps_high=eps_high,
                     ppo_epochs=ppo_epochs, micro_batches=micro_batches, save_every=save_every, snapshot_every=snapshot_every, bf16=bf16, seed=seed,
-                    options=parse_options(options))
+                    options=parse_options(options), rollouts=rollouts, sync_every=sync_every,
+                    vllm_options=parse_options(vllm_options), device=device, chat=chat,
+                    gradient_checkpointing=gradient_checkpointing, lora_rank=lora_rank, lora_alpha=lora_alpha)
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
     config = build_config(Path(out), resume, init, steps, settings)
     torch.set_num_threads(threads)
-    try:
-        records = run(config, resume=resume, progress=progress)
-    except TypeError as error:  # an estimator option it does not take
-        raise UserError(f"bad --option for {config.algo}: {error}") from None
+    records = train_with(engine, config, resume=resume, use_vllm=use_vllm, progress=progress)
     last = records[-1] if records else {}
     click.echo(json.dumps({"out": config.out, "algo": config.algo, "steps": config.steps,
                            **{k: last[k] for k in ("scalar", "best_in_set", "diversity") if k in last}}))

@@ -30,7 +30,10 @@ class _Layer:
 
 
 def supports(model: torch.nn.Module) -> bool:
-    """True for the architectures this module reproduces exactly."""
+    """True for the architectures this module reproduces exactly (not with adapters wrapped around
+    their layers, such as peft's LoRA: it would sample from the base weights)."""
+    if hasattr(model, "peft_config"):
+        return False
     cfg = model.config
     if cfg.model_type == "llama":
         rope = getattr(cfg, "rope_parameters", None) or {}

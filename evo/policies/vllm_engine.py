@@ -37,7 +37,7 @@ class WeightLoader:
         return len(weights)
 
 
-def _import_vllm():
+def import_vllm():
     try:
         import vllm
     except ImportError as exc:
@@ -50,7 +50,7 @@ class VLLMPolicy:
     """A Policy over vLLM's in-process engine; `engine` options go to `vllm.LLM`."""
 
     def __init__(self, path: str | Path, **engine: Any) -> None:
-        vllm = _import_vllm()
+        vllm = import_vllm()
         self.path = Path(path)
         options = {"dtype": "auto", "seed": 0, "worker_extension_cls": WORKER_EXTENSION, **engine}
         try:
@@ -59,7 +59,7 @@ class VLLMPolicy:
             raise UserError(f"vllm: cannot start an engine for {path}: {str(exc).splitlines()[0]}") from None
         self._sampling_params = vllm.SamplingParams
 
-    def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
+    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
         check_sampling("vllm", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         draws = 1 if temperature < GREEDY_BELOW else n  # vLLM refuses n > 1 for greedy; greedy repeats
@@ -67,7 +67,8 @@ class VLLMPolicy:
                                         seed=None if seed is None else prompt_seed(seed, i),
                                         stop=list(stop) or None, logprobs=0)
                   for i in range(len(prompts))]
-        outputs = self.llm.generate(list(prompts), params, use_tqdm=False)
+        given = [p if isinstance(p, str) else {"prompt_token_ids": list(p)} for p in prompts]  # token ids used as given
+        outputs = self.llm.generate(given, params, use_tqdm=False)
         ordered = ([_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs)
         return [group * (n // draws) for group in ordered]
 

@@ -1,4 +1,5 @@
-"""One RL training step, ours vs TRL's GRPOTrainer, on the same tiny model, batch, G and lengths.
+"""One RL training step, ours vs TRL's GRPOTrainer (plain, and as `evo train --engine trl` builds it),
+on the same tiny model, batch, G and lengths.
 
 Both run in this process on one CPU thread (pinned), from the same freshly initialised
 ~1M-parameter Llama-style checkpoint, with 16 prompts x 8 generations x up to 48 new tokens,
@@ -7,7 +8,8 @@ the rest are timed (median and range). TRL is a benchmark-only dependency (`pip 
 
     python tests/benchmarks/bench_train_step.py [--quick]
 
-The last line is JSON: {"name": "train_step", "ours_s_per_step": ..., "trl_s_per_step": ..., "ratio": ...}.
+The last line is JSON: {"name": "train_step", "ours_s_per_step": ..., "trl_s_per_step": ...,
+"trl_engine_s_per_step": ..., "ratio": ..., "ratio_vs_trl_engine": ...}.
 """
 
 from __future__ import annotations
@@ -90,6 +92,19 @@ def trl(init: Path, out: Path, steps: int, bf16: bool) -> tuple[list[float], flo
     return timer.times, statistics.mean(lengths)
 
 
+def trl_engine(init: Path, out: Path, steps: int, bf16: bool) -> list[float]:
+    """`evo train --engine trl`: TRL's GRPOTrainer built by training.integrations.trl (set-score
+    reward, dr_grpo token normalisation, constant lr) on the same task and batch."""
+    from training.config import TrainConfig
+    from training.integrations.trl import trainer
+
+    config = TrainConfig(task="charmix", algo="grpo", init=str(init), out=str(out), steps=steps, prompts=PROMPTS,
+                         group=GROUP, max_new_tokens=TOKENS, lr=1e-4, seed=0, bf16=bf16, device="cpu")
+    timer = Timer()
+    trainer(config, CharMix(), callbacks=[timer.callback]).train()
+    return timer.times
+
+
 def summary(times: list[float]) -> dict:
     timed = times[1:] or times
     return {"median": statistics.median(timed), "min": min(timed), "max": max(timed), "steps": len(timed)}
@@ -108,13 +123,16 @@ def main() -> None:
         init = make_init(root / "init")
         ours_times, ours_len = ours(init, root / "ours", steps, args.bf16)
         trl_times, trl_len = trl(init, root / "trl", steps, args.bf16)
-    a, b = summary(ours_times), summary(trl_times)
+        engine_times = trl_engine(init, root / "engine", steps, args.bf16)
+    a, b, e = summary(ours_times), summary(trl_times), summary(engine_times)
     print(f"ours: median {a['median']:.2f}s per step (range {a['min']:.2f}-{a['max']:.2f}, {a['steps']} steps), mean completion {ours_len:.1f} tokens")
+    print(f"--engine trl: median {e['median']:.2f}s per step (range {e['min']:.2f}-{e['max']:.2f}, {e['steps']} steps)")
     print(f"TRL : median {b['median']:.2f}s per step (range {b['min']:.2f}-{b['max']:.2f}, {b['steps']} steps), mean completion {trl_len:.1f} chars")
     print(json.dumps({"name": "train_step", "threads": args.threads, "bf16": args.bf16, "prompts": PROMPTS, "group": GROUP, "max_new_tokens": TOKENS,
                       "ours_s_per_step": round(a["median"], 3), "trl_s_per_step": round(b["median"], 3),
                       "ours_range": [round(a["min"], 3), round(a["max"], 3)], "trl_range": [round(b["min"], 3), round(b["max"], 3)],
-                      "ratio": round(a["median"] / b["median"], 3)}))
+                      "trl_engine_s_per_step": round(e["median"], 3), "trl_engine_range": [round(e["min"], 3), round(e["max"], 3)],
+                      "ratio": round(a["median"] / b["median"], 3), "ratio_vs_trl_engine": round(a["median"] / e["median"], 3)}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""The model the trainer updates: any Hugging Face causal LM, on a chosen device, with the
+prompt encoding (chat template or plain text), gradient checkpointing and LoRA adapters.
+
+Llama, Qwen2/Qwen3, Mistral and GPT-2 layouts load through `AutoModelForCausalLM`; weights
+stay float32 (bf16 is autocast, `--bf16`), so the update is the same arithmetic on CPU and
+CUDA. LoRA (the `peft` extra) trains adapters only; every checkpoint and weight sync carries
+the merged weights, so `local:` and `vllm serve` load them like any other directory.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from evo.errors import UserError
+
+DEVICES = ("auto", "cpu", "cuda")
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj")  # Llama-family and GPT-2 names
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    device: str = "cpu"  # auto | cpu | cuda
+    gradient_checkpointing: bool = False
+    lora_rank: int = 0  # 0: full fine-tuning
+    lora_alpha: float = 16.0
+
+
+def resolve_device(name: str) -> str:
+    """`auto` is cuda when a GPU is visible, else cpu; asking for cuda without one is a usage error."""
+    if name not in DEVICES:
+        raise UserError(f"unknown device {name!r}; use one of {', '.join(DEVICES)}")
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda but torch sees no GPU; use --device cpu or auto")
+    return name
+
+
+def load(path: str, options: ModelOptions = ModelOptions()) -> tuple[torch.nn.Module, object]:
+    """A float32 causal LM from a Hugging Face directory on the options' device, and its tokenizer."""
+    from transformers import AutoModelForCausalLM
+
+    if not (Path(path) / "config.json").exists():
+        raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+        tokenizer = load_tokenizer(path)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load a causal LM from {path}: {str(exc).splitlines()[0]}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = model.to(resolve_device(options.device))
+    if options.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache
+    if options.lora_rank:
+        model = with_lora(model, options.lora_rank, options.lora_alpha)
+    return model.eval(), tokenizer
+
+
+def load_tokenizer(path: str):
+    """The directory's tokenizer. A generic fast tokenizer (tokenizer_config.json says
+    TokenizersBackend or PreTrainedTokenizerFast) is loaded as that: transformers 5's
+    AutoTokenizer would otherwise rebuild it as the model type's own class (a word-level
+    tokenizer beside a Qwen2 config becomes a byte-level BPE)."""
+    import json
+
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    declared = Path(path) / "tokenizer_config.json"
+    generic = declared.exists() and json.loads(declared.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS
+    return (PreTrainedTokenizerFast if generic else AutoTokenizer).from_pretrained(path)
+
+
+def with_lora(model: torch.nn.Module, rank: int, alpha: float) -> torch.nn.Module:
+    """Wrap `model` in peft LoRA adapters on its attention projections (base weights frozen)."""
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError:
+        raise UserError("--lora-rank needs peft: pip install 'vpo-evo[lora]'") from None
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    targets = [t for t in LORA_TARGETS if t in names]
+    if not targets:
+        raise UserError(f"no attention projection named one of {', '.join(LORA_TARGETS)} in this model for LoRA")
+    return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0))
+
+
+def merged(model: torch.nn.Module) -> torch.nn.Module:
+    """The plain transformers model to save or push into vLLM (LoRA merged into a copy)."""
+    if hasattr(model, "merge_and_unload"):
+        return copy.deepcopy(model).merge_and_unload()
+    return model
+
+
+def prompt_encoder(tokenizer, chat: bool | None) -> Callable[[Sequence[str]], list[list[int]]]:
+    """Prompt texts -> token ids. With a chat template (`chat` None: when the tokenizer has one)
+    each prompt is one user message plus the generation prompt; without, the text is tokenized
+    with the tokenizer's special tokens, as the `local:` sampler does."""
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if chat and not has_template:
+        raise UserError("--chat asks for a chat template but the tokenizer has none; use --no-chat")
+    if not (has_template if chat is None else chat):
+        return lambda texts: [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True).input_ids]
+
+    def encode(texts: Sequence[str]) -> list[list[int]]:
+        rendered = [tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                                  add_generation_prompt=True) for t in texts]
+        return [list(ids) for ids in tokenizer(rendered, add_special_tokens=False).input_ids]
+
+    return encode
+
+
+def autocast(device: str, enabled: bool):
+    """bfloat16 autocast on the model's device type (weights stay float32)."""
+    return torch.autocast("cuda" if str(device).startswith("cuda") else "cpu", dtype=torch.bfloat16, enabled=enabled)
