@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -37,6 +38,11 @@ def test_train_resume_and_errors(init_dir, tmp_path):
     assert again.returncode == 2 and "--resume" in again.stderr and "Traceback" not in again.stderr
     resumed = evo("--out", str(out), "--resume", "--steps", "2", "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
+    assert [r["step"] for r in checkpoint.read_metrics(out)] == [1, 2]
+    moved = tmp_path / "moved"  # a run copied elsewhere (e.g. committed to resume later) resumes where it now is
+    shutil.copytree(out, moved)
+    assert evo("--out", str(moved), "--resume", "--steps", "3", "--no-progress").returncode == 0
+    assert [r["step"] for r in checkpoint.read_metrics(moved)] == [1, 2, 3]
     assert [r["step"] for r in checkpoint.read_metrics(out)] == [1, 2]
 
     nothing = evo("--out", str(tmp_path / "empty"), "--resume")

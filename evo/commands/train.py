@@ -60,7 +60,7 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
         if not has_state(out) or not (out / CONFIG_FILE).exists():
             raise UserError(f"{out} holds no trainer checkpoint to resume (run without --resume first)")
         config = TrainConfig.load(out)
-        return dataclasses.replace(config, steps=steps or config.steps)
+        return dataclasses.replace(config, out=str(out), steps=steps or config.steps)  # the run may have moved
     if has_state(out):
         raise UserError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if init is None or settings["task"] is None:

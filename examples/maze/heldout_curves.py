@@ -3,8 +3,8 @@ RUN/steps/NNNNNN) and its warm-up (step 0) evaluated on the same held-out mazes 
 candidate pools (`evo compare`'s sampling and per-instance metrics).
 
 Writes OUT.json (per-maze values of every evaluated checkpoint; re-running evaluates only new
-snapshots), OUT.png (best@1, best@30, solved@30, front coverage@30 and diversity against the
-training step, one line per algorithm: the mean over its seeds, a band from min to max) and
+snapshots), OUT.png (best@1, best@30, solved@30, front coverage@30, diversity and the valid
+share against the training step, one line per algorithm: the mean over its seeds, a band from min to max) and
 OUT-final.json (each run's last snapshot and the warm-up in evaluate.py's format, for table.py).
 
     python examples/maze/heldout_curves.py RUNS/grpo-s0 RUNS/vpo-s0 --task maze-notes \
@@ -37,12 +37,17 @@ PANELS = (("best@1", "best@1"), ("best@30", "best@30"), ("pass@30", "solved@30")
 RUN_NAME = re.compile(r"^(?P<algo>.+)-s(?P<seed>\d+)$")
 
 
-def checkpoints(run: Path, every: int, last: int) -> tuple[TrainConfig, list[tuple[int, Path]]]:
+def checkpoints(run: Path, every: int, last: int, cached: dict) -> tuple[TrainConfig, list[tuple[int, Path]]]:
     """The run's config and its (step, directory) snapshots at multiples of `every` up to
-    `last` (0: all), the warm-up first as step 0."""
+    `last` (0: all), the warm-up first as step 0. Steps already in the cache count even when
+    their snapshot is gone (a committed run keeps its state, not its snapshots)."""
     config = TrainConfig.load(run)
-    found = sorted((int(p.name), p) for p in (run / SNAPSHOTS).glob("[0-9]*")) if (run / SNAPSHOTS).exists() else []
-    steps = [(s, p) for s, p in found if s % every == 0 and (not last or s <= last)]
+    found = {int(p.name): p for p in (run / SNAPSHOTS).glob("[0-9]*")} if (run / SNAPSHOTS).exists() else {}
+    for key in cached:
+        name, _, rest = key.partition("@")
+        if name == run.name and rest[:6].isdigit():
+            found.setdefault(int(rest[:6]), run / SNAPSHOTS / rest[:6])
+    steps = [(s, found[s]) for s in sorted(found) if s % every == 0 and (not last or s <= last)]
     return config, [(0, Path(config.init)), *steps]
 
 
@@ -55,8 +60,10 @@ def evaluate(path: Path, answers: int, task, instances, optimum, fronts, samplin
     return {name: values.tolist() for name, values in columns.items()}
 
 
-def key_of(path: Path, answers: int) -> str:
-    return f"{path.resolve()}#{answers}"
+def key_of(run: Path, step: int, path: Path, answers: int) -> str:
+    """The cache key: the warm-up by its path, a snapshot by run name and step (so a run
+    directory that moved, e.g. a committed one, keeps its evaluations)."""
+    return f"warmup:{path}#{answers}" if step == 0 else f"{run.name}@{step:06d}#{answers}"
 
 
 def load_cache(path: Path, settings: dict) -> dict:
@@ -123,10 +130,10 @@ def main() -> None:
         match = RUN_NAME.match(run.name)
         if match is None:
             raise SystemExit(f"{run}: run directories must be named ALGO-sSEED (e.g. vpo-s0)")
-        config, snaps = checkpoints(run, args.every, args.last)
+        config, snaps = checkpoints(run, args.every, args.last, cache["checkpoints"])
         answers = answers_for(config.algo, config.answers)
         for step, path in snaps:
-            key = key_of(path, answers)
+            key = key_of(run, step, path, answers)
             if key not in cache["checkpoints"]:
                 started = time.time()
                 cache["checkpoints"][key] = evaluate(path, answers, task, instances, optimum, fronts, sampling)
@@ -137,9 +144,9 @@ def main() -> None:
         last_step, last = snaps[-1]
         mode = "set" if answers > 1 else "single"
         final["models"][run.name] = {"path": str(last), "mode": mode, "m": answers, "step": last_step,
-                                     "per_maze": {k.replace("@", "_at_"): v for k, v in cache["checkpoints"][key_of(last, answers)].items()}}
+                                     "per_maze": {k.replace("@", "_at_"): v for k, v in cache["checkpoints"][key_of(run, last_step, last, answers)].items()}}
         final["models"].setdefault(f"warmup-{mode}", {"path": config.init, "mode": mode, "m": answers, "step": 0,
-                                                      "per_maze": {k.replace("@", "_at_"): v for k, v in cache["checkpoints"][key_of(snaps[0][1], answers)].items()}})
+                                                      "per_maze": {k.replace("@", "_at_"): v for k, v in cache["checkpoints"][key_of(run, 0, snaps[0][1], answers)].items()}})
     for record in final["models"].values():
         record["mean"] = {k: float(np.mean(v)) for k, v in record["per_maze"].items()}
     args.out.with_name(args.out.name + "-final.json").write_text(json.dumps(final) + "\n")

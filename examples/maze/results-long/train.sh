@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The long GRPO-vs-VPO runs on maze-notes, from the shipped maze-notes warm-up, as they were
+# run (session of 3 Dec 2026, from commit 075103a in a git worktree, one torch thread per lane):
+#   git worktree add /work/exp15 075103a && cd /work/exp15 && RUNS=/work/runs15 bash PATH/TO/train.sh a   # and b
+# Resumable: a run directory with trainer_state.pt continues with --resume (the committed
+# states in results-long/runs/ are such directories: copy one to RUNS and run its lane).
+set -euo pipefail
+RUNS=${RUNS:-/tmp/maze-long}
+WARMUP=evo/checkpoints/maze-notes-warmup
+common="--task maze-notes --init $WARMUP --prompts 8 --group 8 --answers 3 --lr 1e-4 --kl-coef 0 --temperature 1.0 --save-every 25 --snapshot-every 100 --threads 1 --no-progress"
+train() {  # name algo steps max_new_tokens seed [extra...]
+  local name=$1 algo=$2 steps=$3 tokens=$4 seed=$5; shift 5
+  local out=$RUNS/$name
+  if [ -f "$out/trainer_state.pt" ]; then
+    python -m evo train --out "$out" --resume --steps "$steps" --threads 1 --no-progress >> "$out.log" 2>&1
+  else
+    python -m evo train $common --algo "$algo" --steps "$steps" --max-new-tokens "$tokens" --seed "$seed" --out "$out" "$@" >> "$out.log" 2>&1
+  fi
+}
+case $1 in
+  a) train vpo-s0 vpo 1000 292 0 ;;
+  b) train grpo-s0 grpo 3000 100 0 ;;
+esac
