@@ -109,7 +109,7 @@ def program_texts(server) -> None:
 
 
 def evaluations(directory: Path) -> list:
-    db = sqlite3.connect(directory / "journal.sqlite", timeout=5)
+    db = sqlite3.connect(directory / "programs.sqlite", timeout=5)  # the journal lives in the run's one store
     rows = db.execute("SELECT iteration, slot, scores, failure_kind FROM evaluations ORDER BY iteration, slot").fetchall()
     db.close()
     return rows
