@@ -4,30 +4,16 @@ user errors as one line with exit 2."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from evo import tiny
 from evo.commands import train as train_command
 from training import config as train_config
 from training import models
 from training.integrations import trl as trl_integration
+from tests.test_train_command import evo, init_dir  # noqa: F401  (init_dir: a fixture, used by name)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def init_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("init")
-    tok = tiny.char_tokenizer()
-    tiny.save(tiny.new_model("nano", "llama", tok, context=512), tok, path)
-    return path
-
-
-def evo(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evo", "train", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_engine_trl_trains_and_usage_errors_are_one_line(init_dir, tmp_path):
