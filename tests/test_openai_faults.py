@@ -85,7 +85,7 @@ def test_client_errors_are_not_retried(server) -> None:
 
 
 def test_concurrency_limit(server) -> None:
-    s = server(delay=0.1)
+    s = server(delay=0.5)  # long enough that two requests overlap even on a loaded machine
     out = policy(s.url, concurrency=2).generate([f"p{i}" for i in range(6)], n=1)
     assert len(out) == 6 and s.max_in_flight == 2
 
