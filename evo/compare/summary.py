@@ -12,7 +12,8 @@ from evo import metrics
 SOLVED_TOLERANCE = 1e-9
 
 
-def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray | None, ks: Sequence[int]) -> dict[str, np.ndarray]:
+def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray | None, ks: Sequence[int],
+                 fronts: Sequence[np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Metric name -> one value per instance, from reward vectors of shape (instances, pool, d).
 
     best@k is on the scalar (weighted mean); pass@k counts a candidate as correct when its
@@ -32,6 +33,9 @@ def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray |
     result["diversity"] = np.array([metrics.diversity(v) for v in vectors])
     result["pareto_fraction"] = np.array([metrics.pareto_fraction(v[v.any(axis=1)]) for v in vectors])
     result["valid"] = vectors.any(axis=2).mean(axis=1)
+    if fronts is not None:  # the whole pool's coverage of each instance's front under 256 Dirichlet(1) weightings
+        dirichlet = np.random.default_rng(0).dirichlet(np.ones(vectors.shape[2]), size=256)
+        result[f"front_coverage@{pool}"] = np.array([metrics.front_coverage(v, f, dirichlet) for v, f in zip(vectors, fronts)])
     return result
 
 

@@ -29,7 +29,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tasks  # noqa: E402
-from evo import metrics  # noqa: E402
 from evo.compare import summary  # noqa: E402
 from evo.policies.local import Sampler  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
@@ -72,10 +71,7 @@ def summarise(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray, fro
     """best@k, pass@k (the oracle's best scalar reached), diversity, Pareto fraction and valid
     share per maze (evo compare's metrics), and the whole pool's front coverage: under 256
     Dirichlet(1) weightings, its best candidate as a fraction of the oracle front's best."""
-    columns = summary.per_instance(vectors, weights, optimum, [k for k in KS if k <= vectors.shape[1]])
-    dirichlet = np.random.default_rng(0).dirichlet(np.ones(vectors.shape[2]), size=256)
-    columns[f"front_coverage@{vectors.shape[1]}"] = np.array(
-        [metrics.front_coverage(pool, front, dirichlet) for pool, front in zip(vectors, fronts)])
+    columns = summary.per_instance(vectors, weights, optimum, [k for k in KS if k <= vectors.shape[1]], fronts)
     per_maze = {name.replace("@", "_at_"): values.tolist() for name, values in columns.items()}
     return {"mean": {key: float(np.mean(v)) for key, v in per_maze.items()}, "per_maze": per_maze}
 

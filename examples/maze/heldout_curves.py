@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 import tasks
-from evo import metrics, policies
+from evo import policies
 from evo.compare.pools import Sampling, sample_pool
 from evo.compare.summary import per_instance
 from training.checkpoint import SNAPSHOTS
@@ -54,9 +54,7 @@ def checkpoints(run: Path, every: int, last: int, cached: dict) -> tuple[TrainCo
 def evaluate(path: Path, answers: int, task, instances, optimum, fronts, sampling: Sampling) -> dict[str, list[float]]:
     """Per-maze metrics of one checkpoint's matched pool."""
     vectors = sample_pool(policies.load(f"local:{path}"), task, instances, answers, sampling)
-    columns = per_instance(vectors, task.weights, optimum, (1, 5, 10, 30))
-    dirichlet = np.random.default_rng(0).dirichlet(np.ones(vectors.shape[2]), size=256)
-    columns["front_coverage@30"] = np.array([metrics.front_coverage(p, f, dirichlet) for p, f in zip(vectors, fronts)])
+    columns = per_instance(vectors, task.weights, optimum, (1, 5, 10, 30), fronts)
     return {name: values.tolist() for name, values in columns.items()}
 
 
