@@ -8,7 +8,6 @@ same set scores R, and R against what `training.advantages.compute` draws for th
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ import torch
 import tasks
 from evo.policies import CHECKPOINTS, load
 from tasks.completions import score_completion
-from tests.test_vllm import KV_BYTES, VLLM_PY, needs_vllm, vllm_env
+from tests.test_vllm import needs_vllm, served_greedy
 from training import advantages
 from training.config import TrainConfig
 from training.integrations.trl import ALGOS, group_weightings, set_score
@@ -100,24 +99,9 @@ def test_a_short_trl_run_writes_a_checkpoint_local_loads(trl_run):
     assert policy.generate([prompt], n=2, max_new_tokens=40, seed=0)[0][0].token_ids
 
 
-VLLM_LOADS = """
-import json, sys
-if __name__ == "__main__":
-    from evo.policies import load
-    path, prompt, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    policy = load("vllm:" + path, dtype="float32", max_model_len=512, kv_cache_memory_bytes=kv, enforce_eager=True)
-    print("RESULT " + json.dumps([c.text for c in policy.generate([prompt], n=1, max_new_tokens=40, temperature=0.0)[0]]))
-"""
-
-
 @needs_vllm
-def test_the_trl_checkpoint_loads_in_vllm_and_greedy_matches_local(trl_run):
+def test_the_trl_checkpoint_serves_with_vllm_serve_and_greedy_matches_local(trl_run):
     out, _ = trl_run
     task = tasks.get("maze")
-    prompt = task.prompt(task.instances("test", 1)[0], 3)
-    run = subprocess.run([VLLM_PY, "-c", VLLM_LOADS, str(out), prompt, KV_BYTES], capture_output=True, text=True,
-                         env=vllm_env(), timeout=600, cwd=Path(__file__).resolve().parent.parent)
-    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert run.returncode == 0 and lines, run.stderr[-3000:]
-    local = load(f"local:{out}").generate([prompt], n=1, max_new_tokens=40, temperature=0.0)[0][0].text
-    assert json.loads(lines[-1][len("RESULT "):]) == [local]
+    served, local = served_greedy(out, task.prompt(task.instances("test", 1)[0], 3), out / "serve.log")
+    assert served == local and served

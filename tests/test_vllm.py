@@ -6,21 +6,25 @@ Needs the env built by .ci/vllm-env.sh: VPO_EVO_VLLM_PYTHON=<its python>; skippe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
 
+import tasks
 from evo import tiny
 from evo.errors import UserError
-from evo.policies import load
+from evo.policies import CHECKPOINTS, load
 from evo.policies.local import Sampler
 from tests.test_policies_local import TOK, sharp_model, teacher_forced
 
@@ -71,12 +75,12 @@ def wait_until_serving(proc: subprocess.Popen, url: str, log: Path, limit: float
     pytest.fail(f"vllm serve did not answer within {limit:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def served(checkpoints, tmp_path_factory):
-    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
+@contextlib.contextmanager
+def serving(checkpoint: Path, log: Path, max_model_len: int = 256) -> Iterator[str]:
+    """A real `vllm serve` of `checkpoint` (served as "tiny") for the duration of the block: yields its URL."""
     port = free_port()
-    cmd = [VLLM_PY, "-c", SERVE, "serve", str(checkpoints[0]), "--host", "127.0.0.1", "--port", str(port),
-           "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", "256",
+    cmd = [VLLM_PY, "-c", SERVE, "serve", str(checkpoint), "--host", "127.0.0.1", "--port", str(port),
+           "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", str(max_model_len),
            "--kv-cache-memory-bytes", KV_BYTES, "--seed", "0", "--enforce-eager"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=vllm_env(), start_new_session=True)
@@ -91,6 +95,20 @@ def served(checkpoints, tmp_path_factory):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def served_greedy(checkpoint: Path, prompt: str, log: Path, max_new_tokens: int = 40) -> tuple[str, str]:
+    """The greedy completion of `prompt` from `vllm serve` of `checkpoint` and from `local:` of it."""
+    with serving(checkpoint, log, max_model_len=512) as url:
+        theirs = load(f"openai:{url}#tiny;timeout=120").generate([prompt], n=1, max_new_tokens=max_new_tokens, temperature=0.0)
+    ours = load(f"local:{checkpoint}").generate([prompt], n=1, max_new_tokens=max_new_tokens, temperature=0.0)
+    return theirs[0][0].text, ours[0][0].text
+
+
+@pytest.fixture(scope="module")
+def served(checkpoints, tmp_path_factory):
+    with serving(checkpoints[0], tmp_path_factory.mktemp("vllm-serve") / "serve.log") as url:
+        yield url
 
 
 @needs_vllm
@@ -126,11 +144,23 @@ def test_vllm_serve_greedy_and_stop_match_local_sampler(served, checkpoints) -> 
         load(f"openai:{served}#gpt-5")
 
 
+@needs_vllm
+def test_a_checkpoint_evo_train_writes_serves_with_vllm_serve(tmp_path) -> None:
+    out = tmp_path / "trained"
+    cmd = [sys.executable, "-m", "evo", "train", "--task", "maze", "--init", str(CHECKPOINTS / "maze-warmup"), "--algo", "grpo",
+           "--steps", "2", "--prompts", "2", "--group", "2", "--max-new-tokens", "40", "--lr", "1e-3", "--out", str(out),
+           "--no-progress"]
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=600).returncode == 0
+    task = tasks.get("maze")
+    served, local = served_greedy(out, task.prompt(task.instances("test", 1)[0], 1), tmp_path / "serve.log")
+    assert served == local and served
+
+
 ENGINE_SCRIPT = """
 import json, sys
 if __name__ == "__main__":
     from transformers import AutoModelForCausalLM
-    from evo.policies import load
+    from evo.policies import CHECKPOINTS, load
     first, second, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
     prompts = json.loads(sys.argv[4])
     policy = load("vllm:" + first, dtype="float32", max_model_len=256, kv_cache_memory_bytes=kv,
