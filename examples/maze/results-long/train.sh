@@ -20,4 +20,9 @@ train() {  # name algo steps max_new_tokens seed [extra...]
 case $1 in
   a) train vpo-s0 vpo 1000 292 0 ;;
   b) train grpo-s0 grpo 3000 100 0 ;;
+  # second sitting (session of 3 Dec 2026, evening): the equal-tokens GRPO and the ablation
+  c) train grpo-s0 grpo 1625 100 0            # 1600 steps = 6.21M completion tokens ~ VPO@600's 6.26M
+     train rwgrpo-s0 random_weight_grpo 600 100 0
+     train grpo-s0 grpo 2200 100 0 ;;         # ~ VPO@800's 8.45M tokens
+  d) train multirlvr-s0 multi_rlvr 600 292 0 ;;
 esac
