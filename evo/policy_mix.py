@@ -103,11 +103,15 @@ def improved(program: Program, programs: Mapping[int, Program]) -> bool:
     return not scalars or program.scalar > max(scalars)
 
 
-def policy_stats(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int, Program]) -> dict[str, PolicyStats]:
+def policy_stats(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int, Program],
+                 names: Iterable[str] = ()) -> dict[str, PolicyStats]:
     """Per policy: `statuses` are the journal's (policy, candidate status, count) rows,
-    `programs` the stored ones by id. A candidate journaled before policies were recorded
-    (policy '') belongs to the run's one policy when its programs name just one."""
+    `programs` the stored ones by id, `names` the run's policies (listed even when never asked).
+    A candidate journaled before policies were recorded (policy '') belongs to the run's one
+    policy when its programs name just one."""
     counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for name in names:
+        counts.setdefault(name, defaultdict(int))
     for program in programs.values():
         if program.is_copy or program.policy == INITIAL:
             continue

@@ -102,6 +102,14 @@ def _run_file_problem(data: object) -> str:
     return ""
 
 
+def policy_names(directory: Path) -> tuple[str, ...]:
+    """The names of the run's policies from its run.json; () when there is no readable one."""
+    try:
+        return tuple(RunConfig.read(Path(directory)).named)
+    except UserError:
+        return ()
+
+
 def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
     spec = specs.load(spec_path)
     return spec.override(overrides) if overrides else spec

@@ -18,6 +18,7 @@ import pytest
 from evo.database.records import Program
 from evo.errors import UserError
 from evo.policy_mix import PolicyMix, PolicyStats, improved, policy_stats, ucb
+from tests.openai_server import server  # noqa: F401  (the fixture)
 from tests.test_run_cli import SCORER, SCRIPT, committed, evo, problem, show  # noqa: F401  (the fixture)
 
 TWO = ("--policy", "small=mutate:", "--policy", "big=mutate:max_edits=5,scale=2")
@@ -76,7 +77,7 @@ def test_policy_stats_count_proposals_failures_and_improvements():
 def policies_of(directory: Path) -> list[tuple]:
     db = sqlite3.connect(directory / "programs.sqlite")
     rows = db.execute("SELECT c.iteration, c.slot, c.policy, c.hash, p.policy FROM candidates c LEFT JOIN programs p "
-                      "ON p.iteration = c.iteration AND p.origin = 'evaluated' AND p.hash = c.hash "
+                      "ON c.status = 'pending' AND p.iteration = c.iteration AND p.origin = 'evaluated' AND p.norm_hash = c.hash "
                       "ORDER BY c.iteration, c.slot").fetchall()
     db.close()
     return rows
@@ -138,7 +139,7 @@ def test_a_zero_weight_policy_is_never_asked(problem, tmp_path):
                  "--out", str(out), "--quiet")
     assert result.returncode == 0, result.stderr
     assert {r[2] for r in policies_of(out)} == {"small"}
-    assert set(show(out)["policies"]) == {"small"}
+    assert show(out)["policies"]["big"] == PolicyStats().as_dict()  # listed, never asked
 
 
 @pytest.mark.parametrize("args, message", [
@@ -162,3 +163,20 @@ def test_a_bare_uri_is_stored_as_before(problem, tmp_path):
     settings = json.loads((out / "run.json").read_text())
     assert settings["policy"] == "mutate:max_edits=2" and settings["policies"] == {}
     assert set(show(out)["policies"]) == {"mutate:max_edits=2"}
+
+
+def test_a_server_policy_and_mutate_in_one_run(server, problem, tmp_path):  # noqa: F811
+    s = server()
+    s.text = lambda i, prefix: ("```python\n# EVOLVE-BLOCK-START\n"
+                                f"A = {3.0 - i}\nB = -1.0\nC = A * B + 1.0\n# EVOLVE-BLOCK-END\n```")
+    out = tmp_path / "run"
+    result = evo("run", str(problem), "--policy", f"llm=openai:{s.url}#tiny", "--policy", "mut=mutate:",
+                 "--policy-choice", "ucb", "--iterations", "8", "--batch", "2", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    policies = show(out)["policies"]
+    assert set(policies) == {"llm", "mut"} and s.posts == policies["llm"]["proposals"] // 2  # one request per prompt, 2 samples each
+    assert policies["llm"]["improvements"] >= 1  # B = -1 is the best fb: it beats the initial program
+    db = sqlite3.connect(out / "programs.sqlite")
+    first = db.execute("SELECT policy FROM programs WHERE code LIKE '%B = -1.0%' ORDER BY id LIMIT 1").fetchone()
+    db.close()
+    assert first == ("llm",)  # the server's program came in through the server's policy (mutate: may build on it)

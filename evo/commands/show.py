@@ -18,7 +18,7 @@ def summary(directory: Path) -> dict:
     from evo.database import Database, database_file
     from evo.database.journal import outcome_counts, policy_counts
     from evo.policy_mix import policy_stats
-    from evo.run_dir import LEGACY_JOURNAL_FILE
+    from evo.run_dir import LEGACY_JOURNAL_FILE, policy_names
 
     if not database_file(directory).is_file():
         raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
@@ -49,7 +49,7 @@ def summary(directory: Path) -> dict:
         "coverage": stats["coverage"],
         "unparseable": counts["parse"],
         "duplicates": counts["duplicate"],
-        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(proposed, programs).items())},
+        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(proposed, programs, policy_names(directory)).items())},
     }
 
 

@@ -35,16 +35,18 @@ class RunRecords:
     programs: Mapping[int, Program]
     statuses: tuple[tuple[str, str, int], ...]  # (policy, candidate status, count) from the journal
     iterations: int
+    policies: tuple[str, ...] = ()  # the run's policy names (run.json)
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
         from evo.database import Database, database_file
+        from evo.run_dir import policy_names
 
         if not database_file(directory).is_file():
             raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
         with Database.open(directory) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
-                       tuple(db.journal.policy_counts()), db.iteration)
+                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory))
 
 
 def evaluated(records: RunRecords) -> list[Program]:
@@ -150,6 +152,6 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "front": front(programs, objectives, x, y),
         "grid": grid(programs, records.features),
         "lineage": lineage(records.programs, best),
-        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(records.statuses, records.programs).items())},
+        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(records.statuses, records.programs, records.policies).items())},
         "failures": failures(programs, records.statuses),
     }
