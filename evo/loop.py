@@ -19,7 +19,9 @@ and make a resumed run identical to an uninterrupted one:
   in order, and no further than `lag` behind the last generated iteration (so at most
   `depth` groups are in flight: a bounded FIFO);
 - every random draw of iteration `i` comes from a generator seeded by `(seed, i)`, and
-  the policy seed of a group from `(seed, s)`.
+  the policy seed of a group from `(seed, s)`; with several named policies, the one a
+  group asks is chosen from `(seed, s)` and what the database holds at that point
+  (evo/policy_mix.py).
 
 Everything generated or evaluated is journaled in the run's database before it counts
 (evo/database/journal.py); `Evolution(config, db)` on a killed run's database resumes it.

@@ -162,7 +162,19 @@ def test_a_bare_uri_is_stored_as_before(problem, tmp_path):
     assert result.returncode == 0, result.stderr
     settings = json.loads((out / "run.json").read_text())
     assert settings["policy"] == "mutate:max_edits=2" and settings["policies"] == {}
-    assert set(show(out)["policies"]) == {"mutate:max_edits=2"}
+    stats = show(out)["policies"]
+    assert set(stats) == {"mutate:max_edits=2"} and stats["mutate:max_edits=2"]["proposals"] == 2 * 2
+    # a run directory written before policies were named or journaled resumes, and counts as before
+    del settings["policies"]
+    (out / "run.json").write_text(json.dumps(settings))
+    db = sqlite3.connect(out / "programs.sqlite")
+    db.execute("ALTER TABLE candidates DROP COLUMN policy")
+    db.commit()
+    db.close()
+    assert show(out)["policies"] == stats
+    again = evo("run", "--resume", str(out), "--iterations", "4", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert show(out)["policies"]["mutate:max_edits=2"]["proposals"] == 4 * 2
 
 
 def test_a_server_policy_and_mutate_in_one_run(server, problem, tmp_path):  # noqa: F811
