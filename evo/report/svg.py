@@ -76,8 +76,9 @@ def steps(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: st
             points.append(f"{frame.px(x[0]) + 2:.1f},{frame.py(y[0]):.1f}")
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(points)}">'
                      f'<title>{escape(name)}</title></polyline>')
-        parts.append(f'<rect x="{LEFT + 8}" y="{TOP + 8 + 16 * k}" width="10" height="10" fill="{color}"/>'
-                     f'<text x="{LEFT + 22}" y="{TOP + 17 + 16 * k}">{escape(name)}</text>')
+        top = HEIGHT - BOTTOM - 8 - 16 * (len(series) - k)  # bottom right: best-so-far curves rise away from it
+        parts.append(f'<rect x="{WIDTH - RIGHT - 120}" y="{top}" width="10" height="10" fill="{color}"/>'
+                     f'<text x="{WIDTH - RIGHT - 106}" y="{top + 9}">{escape(name)}</text>')
     return _svg("".join(parts), f"{ylabel} by {xlabel}")
 
 
