@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
@@ -43,7 +44,7 @@ from evo import prompts
 from evo.database import Database, normalized_hash
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
-from evo.policy_mix import PolicyMix, policy_stats
+from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
 from evo.scores import Evaluation, scalarize
@@ -147,6 +148,7 @@ class Evolution:
     def __init__(self, config: LoopConfig, db: Database, policy: str | PolicyMix = "") -> None:
         """`policy`: the name stored with each program, or a PolicyMix of several named policies."""
         self.mix = policy if isinstance(policy, PolicyMix) else PolicyMix((policy,), (1.0,))
+        self._tally = PolicyTally()  # for the bandit: what the stored programs of each policy did
         self.config, self.db, self.policy = config, db, self.mix.names[0]
         self.objectives = db.config.objectives
         self.progress = Progress()
@@ -160,6 +162,7 @@ class Evolution:
         journal = self.db.journal
         self.committed = self.db.iteration
         self._seen = journal.hashes() | set(self.db.seen)
+        self._proposed = Counter({(policy, status): n for policy, status, n in journal.policy_counts()})
         for candidate in journal.candidates(since=self.committed):
             self._pending.setdefault(candidate.iteration, []).append(candidate)
         self._results.update(journal.evaluations(since=self.committed))
@@ -206,7 +209,8 @@ class Evolution:
         mix = self.mix
         if len(mix.names) == 1:
             return mix.names[0]
-        stats = policy_stats(self.db.journal.policy_counts(), self.db.programs) if mix.choice == "ucb" else None
+        proposed = ((policy, status, n) for (policy, status), n in self._proposed.items())
+        stats = self._tally.add(self.db.programs).stats(proposed) if mix.choice == "ucb" else None
         return mix.choose(choice_rng(self.config.seed, start), stats)
 
     def _build(self, iteration: int) -> tuple[int, Prompt, tuple]:
@@ -244,6 +248,7 @@ class Evolution:
                 candidates.append(replace(self._candidate(group.start + offset, slot, group.islands[offset],
                                                           prompt, group.parents[offset], text), policy=group.policy))
         self.db.journal.add_candidates(candidates)
+        self._proposed.update((c.policy, c.status) for c in candidates)
         for candidate in candidates:
             self._pending.setdefault(candidate.iteration, []).append(candidate)
         self.generated = group.start + len(group.prompts)

@@ -19,7 +19,7 @@ programs at ask time) and the iteration's own generator, so a seeded run chooses
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 
@@ -103,26 +103,41 @@ def improved(program: Program, programs: Mapping[int, Program]) -> bool:
     return not scalars or program.scalar > max(scalars)
 
 
+class PolicyTally:
+    """Per policy: evaluated, failures, improvements of the stored programs, counted once each
+    as the run grows (ids only grow, and a stored program's outcome never changes)."""
+
+    def __init__(self) -> None:
+        self.counted = 0  # the highest program id counted
+        self.rows: dict[str, Counter] = defaultdict(Counter)
+
+    def add(self, programs: Mapping[int, Program]) -> "PolicyTally":
+        """Count the programs of `programs` (by id, in id order) not counted yet."""
+        top = next(reversed(programs), 0) if programs else 0
+        for program_id in range(self.counted + 1, top + 1):
+            program = programs.get(program_id)
+            if program is None or program.is_copy or program.policy == INITIAL:
+                continue
+            self.rows[program.policy].update(evaluated=1, failures=int(not program.ok),
+                                             improvements=int(improved(program, programs)))
+        self.counted = max(self.counted, top)
+        return self
+
+    def stats(self, statuses: Iterable[tuple[str, str, int]], names: Iterable[str] = ()) -> dict[str, PolicyStats]:
+        """With the journal's (policy, candidate status, count) rows; `names`: the run's policies
+        (listed even when never asked). A candidate journaled before policies were recorded
+        (policy '') belongs to the run's one policy when its programs name just one."""
+        rows = {name: Counter() for name in names}
+        rows.update((name, Counter(row)) for name, row in self.rows.items())
+        named = [name for name in rows if name]
+        for policy, status, count in statuses:
+            row = rows.setdefault(policy or (named[0] if len(named) == 1 else ""), Counter())
+            row.update(proposals=count, unparseable=count if status == "parse" else 0,
+                       duplicates=count if status == "duplicate" else 0)
+        return {name: PolicyStats(**row) for name, row in rows.items()}
+
+
 def policy_stats(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int, Program],
                  names: Iterable[str] = ()) -> dict[str, PolicyStats]:
-    """Per policy: `statuses` are the journal's (policy, candidate status, count) rows,
-    `programs` the stored ones by id, `names` the run's policies (listed even when never asked).
-    A candidate journaled before policies were recorded (policy '') belongs to the run's one
-    policy when its programs name just one."""
-    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for name in names:
-        counts.setdefault(name, defaultdict(int))
-    for program in programs.values():
-        if program.is_copy or program.policy == INITIAL:
-            continue
-        row = counts[program.policy]
-        row["evaluated"] += 1
-        row["failures"] += not program.ok
-        row["improvements"] += improved(program, programs)
-    named = [name for name in counts if name]
-    for policy, status, count in statuses:
-        row = counts[policy or (named[0] if len(named) == 1 else "")]
-        row["proposals"] += count
-        row["unparseable"] += count if status == "parse" else 0
-        row["duplicates"] += count if status == "duplicate" else 0
-    return {name: PolicyStats(**row) for name, row in counts.items()}
+    """Per policy, from the journal's (policy, status, count) rows and the stored programs by id."""
+    return PolicyTally().add(programs).stats(statuses, names)
