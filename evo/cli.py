@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "pretrain": "evo.commands.pretrain",
     "tasks": "evo.commands.tasks",
     "compare": "evo.commands.compare",
+    "report": "evo.commands.report",
 }
 
 

@@ -19,7 +19,9 @@ and make a resumed run identical to an uninterrupted one:
   in order, and no further than `lag` behind the last generated iteration (so at most
   `depth` groups are in flight: a bounded FIFO);
 - every random draw of iteration `i` comes from a generator seeded by `(seed, i)`, and
-  the policy seed of a group from `(seed, s)`.
+  the policy seed of a group from `(seed, s)`; with several named policies, the one a
+  group asks is chosen from `(seed, s)` and what the database holds at that point
+  (evo/policy_mix.py).
 
 Everything generated or evaluated is journaled in the run's database before it counts
 (evo/database/journal.py); `Evolution(config, db)` on a killed run's database resumes it.
@@ -30,9 +32,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,6 +44,7 @@ from evo import prompts
 from evo.database import Database, normalized_hash
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
+from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
 from evo.scores import Evaluation, scalarize
@@ -107,6 +111,7 @@ class PromptGroup:
     islands: tuple[int, ...]
     parents: tuple[tuple, ...]  # per prompt: the ids of the programs shown as parents
     options: dict[str, Any]  # keyword arguments of Policy.generate (n, seed, max_new_tokens, ...)
+    policy: str = ""  # the name of the policy to ask (evo/policy_mix.py)
 
     @property
     def texts(self) -> list[str]:
@@ -132,11 +137,19 @@ def policy_seed(seed: int, start: int) -> int:
     return int(np.random.SeedSequence([seed, start, 1]).generate_state(1)[0])
 
 
+def choice_rng(seed: int, start: int) -> np.random.Generator:
+    """The draw that picks the policy of the group starting at `start`."""
+    return np.random.default_rng([seed, start, 2])
+
+
 class Evolution:
     """The search's state between policy calls: ask for prompts, tell replies, commit evaluations."""
 
-    def __init__(self, config: LoopConfig, db: Database, policy: str = "") -> None:
-        self.config, self.db, self.policy = config, db, policy
+    def __init__(self, config: LoopConfig, db: Database, policy: str | PolicyMix = "") -> None:
+        """`policy`: the name stored with each program, or a PolicyMix of several named policies."""
+        self.mix = policy if isinstance(policy, PolicyMix) else PolicyMix((policy,), (1.0,))
+        self._tally = PolicyTally()  # for the bandit: what the stored programs of each policy did
+        self.config, self.db, self.policy = config, db, self.mix.names[0]
         self.objectives = db.config.objectives
         self.progress = Progress()
         self._pending: dict[int, list[Candidate]] = {}  # iteration -> its candidates, until inserted
@@ -149,6 +162,7 @@ class Evolution:
         journal = self.db.journal
         self.committed = self.db.iteration
         self._seen = journal.hashes() | set(self.db.seen)
+        self._proposed = Counter({(policy, status): n for policy, status, n in journal.policy_counts()})
         for candidate in journal.candidates(since=self.committed):
             self._pending.setdefault(candidate.iteration, []).append(candidate)
         self._results.update(journal.evaluations(since=self.committed))
@@ -186,7 +200,18 @@ class Evolution:
         options = dict(n=config.samples, max_new_tokens=config.max_new_tokens or auto_tokens(prompts_),
                        temperature=config.temperature, top_p=config.top_p, seed=policy_seed(config.seed, start),
                        stop=prompts_[0].stop)
-        return PromptGroup(start, prompts_, tuple(i for i, _, _ in built), tuple(k for _, _, k in built), options)
+        return PromptGroup(start, prompts_, tuple(i for i, _, _ in built), tuple(k for _, _, k in built), options,
+                           self._choose_policy(start))
+
+    def _choose_policy(self, start: int) -> str:
+        """By weight or by the bandit over what the journal and the committed programs say now
+        (both fixed by the lag rule, so a seeded run chooses the same)."""
+        mix = self.mix
+        if len(mix.names) == 1:
+            return mix.names[0]
+        proposed = ((policy, status, n) for (policy, status), n in self._proposed.items())
+        stats = self._tally.add(self.db.programs).stats(proposed) if mix.choice == "ucb" else None
+        return mix.choose(choice_rng(self.config.seed, start), stats)
 
     def _build(self, iteration: int) -> tuple[int, Prompt, tuple]:
         rng = iteration_rng(self.config.seed, iteration)
@@ -220,9 +245,10 @@ class Evolution:
         for offset, (prompt, completions) in enumerate(zip(group.prompts, replies)):
             texts = [completion.text for completion in completions] or [None]
             for slot, text in enumerate(texts):
-                candidates.append(self._candidate(group.start + offset, slot, group.islands[offset],
-                                                  prompt, group.parents[offset], text))
+                candidates.append(replace(self._candidate(group.start + offset, slot, group.islands[offset],
+                                                          prompt, group.parents[offset], text), policy=group.policy))
         self.db.journal.add_candidates(candidates)
+        self._proposed.update((c.policy, c.status) for c in candidates)
         for candidate in candidates:
             self._pending.setdefault(candidate.iteration, []).append(candidate)
         self.generated = group.start + len(group.prompts)
@@ -330,14 +356,20 @@ def in_background(work: Callable[[], Any]) -> Future:
 def run(evolution: Evolution, policy, evaluator: Evaluator,
         on_progress: Callable[[Progress], None] | None = None) -> Progress:
     """Drive `evolution` to its budget or target: one policy call at a time in the background,
-    evaluations in the evaluator's pool, commits as they finish."""
+    evaluations in the evaluator's pool, commits as they finish. `policy`: a Policy, or a
+    mapping name -> Policy for a run of several (each group names its own)."""
+
+    def generate(group: PromptGroup):
+        chosen = policy[group.policy] if isinstance(policy, Mapping) else policy
+        return chosen.generate(group.texts, **group.options)
+
     evaluating: dict[Future, Candidate] = {evaluator.submit(c.code): c for c in evolution.unevaluated()}
     call: tuple[PromptGroup, Future] | None = None
     committed = evolution.committed
     try:
         while not evolution.done:
             if call is None and (group := evolution.ask()) is not None:
-                call = (group, in_background(lambda g=group: policy.generate(g.texts, **g.options)))
+                call = (group, in_background(lambda g=group: generate(g)))
             waiting = [*evaluating, *([call[1]] if call else [])]
             wait(waiting, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
             if call is not None and call[1].done():

@@ -1,6 +1,6 @@
 """A run directory: what `evo run` writes and what `evo run --resume` and `evo show` read.
 
-    DIR/run.json          the run's settings (spec path, overrides, policy, seed, loop options)
+    DIR/run.json          the run's settings (spec path, overrides, policy or named policies, seed, loop options)
     DIR/programs.sqlite   the program database and the loop's journal (one SQLite file)
     DIR/best.<ext>        the best program so far (rewritten at the end of a run)
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from evo.database import DB_FILE as DATABASE_FILE
 from evo.database import Database
 from evo.errors import UserError, WorkFailed
 from evo.loop import Evolution, LoopConfig, Progress, run
+from evo.policy_mix import PolicyMix
 
 RUN_FILE, LOCK_FILE = "run.json", "run.lock"
 LEGACY_JOURNAL_FILE = "journal.sqlite"  # the loop's journal before it moved into DATABASE_FILE
@@ -37,6 +39,15 @@ class RunConfig:
     executor: str = "process"
     overrides: dict = field(default_factory=dict)
     loop: dict = field(default_factory=lambda: dict(LOOP_DEFAULTS))
+    policies: dict = field(default_factory=dict)  # name -> URI for a run of named policies (`policy` is then "")
+
+    @property
+    def named(self) -> dict[str, str]:
+        """Every policy of the run by name; a bare URI is named by itself."""
+        return dict(self.policies) or {self.policy: self.policy}
+
+    def mix(self, spec: specs.Spec) -> PolicyMix:
+        return PolicyMix.of(self.named, spec.search.policy_weights, spec.search.policy_choice)
 
     def save(self) -> None:
         """Write run.json (atomically: a kill never leaves half a file)."""
@@ -58,6 +69,8 @@ class RunConfig:
             raise UserError(f"{directory}: not a run directory (no {RUN_FILE}); start one with evo run SPEC --out DIR") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             raise UserError(f"{path}: unreadable: {error}") from None
+        if isinstance(data, dict):
+            data.setdefault("policies", {})  # a run.json written before runs named their policies
         problem = _run_file_problem(data)
         if problem:
             raise UserError(f"{path}: not a valid run file ({problem}); restore it or start a new run with evo run SPEC")
@@ -68,7 +81,8 @@ class RunConfig:
         return spec.override(self.overrides) if self.overrides else spec
 
 
-_RUN_FILE_TYPES = {"spec_path": str, "policy": str, "seed": int, "executor": str, "overrides": dict, "loop": dict}
+_RUN_FILE_TYPES = {"spec_path": str, "policy": str, "seed": int, "executor": str, "overrides": dict, "loop": dict,
+                   "policies": dict}
 
 
 def _run_file_problem(data: object) -> str:
@@ -83,7 +97,17 @@ def _run_file_problem(data: object) -> str:
         return f"unknown key {unknown[0]!r}"
     if data["executor"] not in ("process", "ray"):
         return f"executor should be 'process' or 'ray', found {data['executor']!r}"
+    if not all(isinstance(uri, str) for uri in data["policies"].values()) or not (data["policy"] or data["policies"]):
+        return "expected a policy URI or named policies"
     return ""
+
+
+def policy_names(directory: Path) -> tuple[str, ...]:
+    """The names of the run's policies from its run.json; () when there is no readable one."""
+    try:
+        return tuple(RunConfig.read(Path(directory)).named)
+    except UserError:
+        return ()
 
 
 def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
@@ -91,9 +115,14 @@ def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
     return spec.override(overrides) if overrides else spec
 
 
-def new_config(spec_path: Path, policy: str, seed: int, out: Path | None, overrides: dict,
+def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out: Path | None, overrides: dict,
                loop: dict, executor: str) -> RunConfig:
+    """`policy`: one URI, or name -> URI for a run of several policies."""
     spec = check_spec(spec_path, overrides)
+    named = dict(policy) if isinstance(policy, Mapping) else {}
+    policy = "" if named else policy
+    if named:
+        PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)  # before DIR exists
     directory = Path(out) if out is not None else Path("runs") / spec.problem.name
     if (directory / RUN_FILE).exists():
         raise UserError(f"{directory} already holds a run; continue it with evo run --resume {directory} or pick another --out")
@@ -101,7 +130,7 @@ def new_config(spec_path: Path, policy: str, seed: int, out: Path | None, overri
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{directory}: cannot create the run directory ({error.strerror}); pick another --out") from None
-    config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), {**LOOP_DEFAULTS, **loop})
+    config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), {**LOOP_DEFAULTS, **loop}, named)
     config.save()
     return config
 
@@ -112,7 +141,7 @@ def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | 
     config = RunConfig.read(Path(directory))
     config = replace(config, overrides={**config.overrides, **overrides}, loop={**config.loop, **loop},
                      executor=executor or config.executor)
-    config.spec()  # validate
+    config.mix(config.spec())  # validate
     return config
 
 
@@ -172,6 +201,7 @@ def _exclusive(directory: Path):
 
 def execute(config: RunConfig, policy, progress: bool = True) -> str:
     """Run (or continue) the loop to the budget or the target; return a one-line summary.
+    `policy`: a Policy, or name -> Policy for every name of `config.named`.
     The settings are saved to run.json only after the lock and the database accepted them."""
     with _exclusive(config.directory):
         return _execute(config, policy, progress)
@@ -188,7 +218,8 @@ def _execute(config: RunConfig, policy, progress: bool) -> str:
         seed_initial(spec, db, evaluator)
         bar = _ProgressBar(spec.search.iterations, db.iteration, enabled=progress)
         try:
-            result = run(Evolution(loop_config(spec, config), db, config.policy), policy, evaluator, bar.update)
+            evolution = Evolution(loop_config(spec, config), db, config.mix(spec))
+            result = run(evolution, policy, evaluator, bar.update)
         finally:
             bar.close()
         write_best(spec, db, config.directory)

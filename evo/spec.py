@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
+from evo.database.config import POLICY_CHOICES, DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.prompts import STYLES as PROMPT_STYLES
@@ -320,8 +320,16 @@ def _search(t: _Table) -> SearchSettings:
     return SearchSettings(
         islands=islands, topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
         selection=selection, selection_options=dict(options), target=None if target is None else float(target),
-        **counts,
+        **counts, **_policy_settings(t),
     )
+
+
+def _policy_settings(t: _Table) -> dict[str, Any]:
+    """[search] policy_weights = { NAME = weight >= 0 } and policy_choice (names are checked at run time)."""
+    weights = t.get("policy_weights", {}, "a table of NAME = weight (a number >= 0)",
+                    lambda v: isinstance(v, Mapping) and all(_is_num(w) and w >= 0 for w in v.values()))
+    choice = t.choice("policy_choice", SearchSettings.policy_choice, POLICY_CHOICES)
+    return {"policy_weights": {name: float(w) for name, w in weights.items()}, "policy_choice": choice}
 
 
 def _is_edge(edge: Any, islands: int) -> bool:

@@ -299,7 +299,7 @@ CREATE TABLE j.evaluations (
     extras TEXT NOT NULL, seconds REAL NOT NULL, output TEXT NOT NULL,
     PRIMARY KEY (iteration, slot));
 CREATE TABLE j.commits (iteration INTEGER PRIMARY KEY);
-INSERT INTO j.candidates SELECT * FROM main.candidates;
+INSERT INTO j.candidates SELECT iteration, slot, island, code, hash, parents, status, message FROM main.candidates;
 INSERT INTO j.evaluations SELECT * FROM main.evaluations;
 DROP TABLE main.candidates;
 DROP TABLE main.evaluations;

@@ -16,18 +16,6 @@ from evo.compare.search import Search
 from evo.errors import UserError
 
 
-def _parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    pairs: dict[str, str] = {}
-    for value in values:
-        name, sep, rest = value.partition("=")
-        if not sep or not name or not rest:
-            raise UserError(f"{what} {value!r}: expected NAME=VALUE, e.g. --policy vpo=local:maze-vpo")
-        if name in pairs:
-            raise UserError(f"{what} {name!r} is given twice")
-        pairs[name] = rest
-    return pairs
-
-
 def _answers_of(uri: str) -> int:
     """Answers per completion a checkpoint was trained for (train_config.json), else 1."""
     from evo.policies import resolve_checkpoint
@@ -47,10 +35,10 @@ def _answers_of(uri: str) -> int:
 def _contenders(policies: tuple[str, ...], answers: tuple[str, ...]):
     from evo.compare.pools import Contender
 
-    uris = _parse_pairs(policies, "--policy")
+    uris = params.parse_pairs(policies, "--policy")
     if len(uris) < 1:
         raise UserError("give at least one --policy NAME=URI")
-    forced = _parse_pairs(answers, "--answers")
+    forced = params.parse_pairs(answers, "--answers")
     unknown = sorted(set(forced) - set(uris))
     if unknown:
         raise UserError(f"--answers names {unknown}, which are not among the policies {sorted(uris)}")

@@ -14,6 +14,7 @@ from evo import spec as specs
 from evo.commands import params
 from evo.errors import UserError
 from evo.loop import LoopConfig
+from evo.policy_mix import PolicyMix
 
 _SECTIONS = {"sandbox": specs.SandboxLimits, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
 
@@ -37,6 +38,9 @@ def _spec_options(command):
     return command
 
 
+_TABLES = ("selection_options", "policy_weights")  # [search] keys whose flag takes an inline TOML table
+
+
 def _parse_value(text: str) -> object:
     try:
         return tomllib.loads(f"v = {text}")["v"]
@@ -50,6 +54,8 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
     for name, value in options.items():
         if "__" in name and value is not None:
             section, key = name.split("__", 1)
+            if key in _TABLES and isinstance(value, str):  # --policy-weights '{fast = 3, big = 1}'
+                value = _parse_value(value)
             if key == "topology" and isinstance(value, str) and value.lstrip().startswith("["):
                 value = _parse_value(value)
                 if isinstance(value, str):
@@ -64,10 +70,10 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
     return overrides
 
 
-def _set_threads(threads: int | None, policy_uri: str | None) -> None:
+def _set_threads(threads: int | None, policy_uris) -> None:
     """A local model shares the CPU with the evaluations: oversubscribed torch threads cost
     several times their worth on a small machine (measured: 1 thread 5x faster on 2 cores)."""
-    if policy_uri is None or not policy_uri.startswith("local:"):
+    if not any(uri.startswith("local:") for uri in policy_uris):
         return
     import os
 
@@ -78,7 +84,8 @@ def _set_threads(threads: int | None, policy_uri: str | None) -> None:
 
 @click.command(name="run")
 @click.argument("spec_path", metavar="SPEC", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--policy", "policy_uri", metavar="URI", help="local:PATH | openai:URL#MODEL | vllm:PATH | mutate:")
+@click.option("--policy", "policy_uris", multiple=True, metavar="[NAME=]URI",
+              help="local:PATH | openai:URL#MODEL | vllm:PATH | mutate:; NAME=URI repeated for several policies")
 @click.option("--seed", type=int, default=None, help="random seed (default 0)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="run directory (default runs/<problem name>)")
@@ -100,7 +107,7 @@ def _set_threads(threads: int | None, policy_uri: str | None) -> None:
               help="torch CPU threads for a local: policy (default: half the cores; the rest evaluate)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @_spec_options
-def command(spec_path, policy_uri, seed, out, resume_dir, executor, batch, depth, max_new_tokens,
+def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, depth, max_new_tokens,
             temperature, top_p, sets, threads, quiet, **options) -> None:
     """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
     from evo import policies, run_dir
@@ -110,18 +117,21 @@ def command(spec_path, policy_uri, seed, out, resume_dir, executor, batch, depth
     loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:
-        if spec_path is not None or policy_uri is not None or seed is not None:
+        if spec_path is not None or policy_uris or seed is not None:
             raise UserError("--resume DIR takes its spec, policy and seed from DIR; give only --resume (and --iterations)")
         config = run_dir.resume_config(resume_dir, overrides, loop_options, executor)
-        _set_threads(threads, config.policy)
-        policy = policies.load(config.policy)
+        named = config.named
     else:
-        if spec_path is None or policy_uri is None:
+        if spec_path is None or not policy_uris:
             raise UserError("evo run needs SPEC and --policy URI (or --resume DIR)")
-        run_dir.check_spec(spec_path, overrides)
-        _set_threads(threads, policy_uri)
-        policy = policies.load(policy_uri)  # a bad URI or an unreachable server fails before DIR exists
-        config = run_dir.new_config(spec_path, policy_uri, seed or 0, out, overrides, loop_options,
-                                    executor or "process")
-    summary = run_dir.execute(config, policy, progress=not quiet)
+        named = params.policy_uris(policy_uris)
+        spec = run_dir.check_spec(spec_path, overrides)
+        PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)
+    _set_threads(threads, named.values())
+    loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
+    if resume_dir is None:
+        single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
+        config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
+                                    loop_options, executor or "process")
+    summary = run_dir.execute(config, loaded, progress=not quiet)
     click.echo(summary)

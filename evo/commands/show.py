@@ -16,8 +16,9 @@ from evo.errors import UserError
 def summary(directory: Path) -> dict:
     """The DESIGN.md shape: programs, failures, iterations, best, pareto, coverage (+ counts)."""
     from evo.database import Database, database_file
-    from evo.database.journal import outcome_counts
-    from evo.run_dir import LEGACY_JOURNAL_FILE
+    from evo.database.journal import outcome_counts, policy_counts
+    from evo.policy_mix import policy_stats
+    from evo.run_dir import LEGACY_JOURNAL_FILE, policy_names
 
     if not database_file(directory).is_file():
         raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
@@ -28,11 +29,13 @@ def summary(directory: Path) -> dict:
         pareto = [{"id": p.id, "scalar": p.scalar, "scores": dict(zip(objectives, map(float, p.scores)))}
                   for p in db.pareto()]
         counts = db.journal.counts()
+        proposed = db.journal.policy_counts()
+        programs = dict(db.programs)
     legacy = directory / LEGACY_JOURNAL_FILE
     if legacy.is_file():  # a run of the two-file layout, not resumed since: its journal, read-only
         try:
             with closing(sqlite3.connect(f"file:{legacy}?mode=ro", uri=True)) as connection:
-                counts = outcome_counts(connection)
+                counts, proposed = outcome_counts(connection), policy_counts(connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{legacy}: the old run journal is unreadable ({error})") from None
     return {
@@ -46,6 +49,7 @@ def summary(directory: Path) -> dict:
         "coverage": stats["coverage"],
         "unparseable": counts["parse"],
         "duplicates": counts["duplicate"],
+        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(proposed, programs, policy_names(directory)).items())},
     }
 
 
@@ -122,6 +126,13 @@ def _plots(directory: Path) -> list[str]:
     return [f"wrote {p}" for p in written if p is not None]
 
 
+def _echo_policies(policies: dict[str, dict[str, int]]) -> None:
+    """Per policy: proposals, failures, improvements (evo/policy_mix.py)."""
+    for name, s in policies.items():
+        click.echo(f"policy {name}: {s['proposals']} proposals, {s['failures']} failed, {s['improvements']} improvements "
+                   f"({s['unparseable']} unparseable, {s['duplicates']} duplicates)")
+
+
 @click.command(name="show")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the summary as one JSON object")
@@ -149,6 +160,7 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None) -
     if best is not None:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
         click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{best['code'].rstrip()}")
+    _echo_policies(data["policies"])
     click.echo(f"pareto front: {len(data['pareto'])} programs")
     for entry in data["pareto"][:20]:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in entry["scores"].items())

@@ -9,6 +9,7 @@ Each dataclass validates itself, so an API user gets the same rules as a spec fi
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from evo.errors import UserError
 from evo.selection import check_name, check_options
 
 FEATURE_SOURCES = ("code_length", "objective:<name>", "scorer:<key>")
+POLICY_CHOICES = ("weights", "ucb")  # how a run of several policies picks one per group (evo/policy_mix.py)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class SearchSettings:
     samples_per_prompt: int = 4
     iterations: int = 200
     target: float | None = None  # stop when the best scalar reaches it
+    policy_weights: Mapping[str, float] = field(default_factory=dict)  # policy name -> weight (unnamed: 1)
+    policy_choice: str = "weights"  # POLICY_CHOICES
 
     # the least value of each count (the spec reads its rules from here too)
     MINIMUM: ClassVar[dict[str, int]] = {
@@ -76,6 +80,15 @@ class SearchSettings:
             raise UserError(f"search.topology must be one of {', '.join(TOPOLOGIES)} or a list of [a, b] edges, got {self.topology!r}")
         check_name(self.selection)
         check_options(self.selection, dict(self.selection_options))
+        self._check_policies()
+
+    def _check_policies(self) -> None:
+        object.__setattr__(self, "policy_weights", dict(self.policy_weights))
+        for name, weight in self.policy_weights.items():
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+                raise UserError(f"search.policy_weights: {name!r} needs a finite weight >= 0, got {weight!r}")
+        if self.policy_choice not in POLICY_CHOICES:
+            raise UserError(f"search.policy_choice must be one of {', '.join(map(repr, POLICY_CHOICES))}, got {self.policy_choice!r}")
 
 
 @dataclass(frozen=True)

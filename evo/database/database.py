@@ -170,12 +170,14 @@ class Database:
     def commit_iterations(self, batch: Sequence[tuple[int, Sequence[tuple[Candidate, Evaluation]]]],
                           policy: str = "") -> None:
         """Insert iterations' evaluated candidates and count each iteration, all in ONE transaction
-        (the loop's journal is in the same file, so nothing needs reconciling after a kill)."""
+        (the loop's journal is in the same file, so nothing needs reconciling after a kill).
+        `policy`: the name stored for a candidate that does not carry its own."""
         with self._lock, self.store.transaction():
             for iteration, evaluated in batch:
                 if self.iteration != iteration:
                     raise RuntimeError(f"database is at iteration {self.iteration}, asked to commit {iteration}")
-                rows = [EvaluatedCandidate(c.code, e, c.island, tuple(int(p) for p in c.parents if p is not None), policy)
+                rows = [EvaluatedCandidate(c.code, e, c.island, tuple(int(p) for p in c.parents if p is not None),
+                                           c.policy or policy)
                         for c, e in evaluated]
                 if rows:
                     self.add_many(rows)

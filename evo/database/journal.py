@@ -21,6 +21,7 @@ from evo.errors import UserError
 from evo.scores import Evaluation, Failure
 
 PENDING, PARSE_ERROR, DUPLICATE = "pending", "parse", "duplicate"
+_COLUMNS = "iteration, slot, island, code, hash, parents, status, message, policy"
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Candidate:
     parents: tuple = ()  # ids of the programs shown as parents
     status: str = PENDING  # pending (to evaluate) | parse | duplicate
     message: str = ""
+    policy: str = ""  # the name of the policy that proposed it
 
 
 def _dump_evaluation(evaluation: Evaluation) -> tuple:
@@ -62,6 +64,14 @@ def outcome_counts(connection: sqlite3.Connection) -> dict[str, int]:
     return {"ok": ok, "failed": failed, "parse": by_status.get(PARSE_ERROR, 0), "duplicate": by_status.get(DUPLICATE, 0)}
 
 
+def policy_counts(connection: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """(policy name, status, candidates) in a journal's tables; policy '' where it predates them."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(candidates)")}
+    policy = "policy" if "policy" in columns else "''"
+    return [tuple(row) for row in connection.execute(
+        f"SELECT {policy} AS p, status, COUNT(*) FROM candidates GROUP BY p, status ORDER BY p, status")]
+
+
 class CandidateJournal:
     """The candidates and evaluations tables of a run's store."""
 
@@ -70,9 +80,9 @@ class CandidateJournal:
 
     def add_candidates(self, candidates: Iterable[Candidate]) -> None:
         rows = [(c.iteration, c.slot, c.island, c.code, c.hash, json.dumps(list(c.parents)),
-                 c.status, c.message) for c in candidates]
+                 c.status, c.message, c.policy) for c in candidates]
         with self.store.transaction():
-            self.store.connection.executemany("INSERT OR REPLACE INTO candidates VALUES (?,?,?,?,?,?,?,?)", rows)
+            self.store.connection.executemany(f"INSERT OR REPLACE INTO candidates ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
 
     def add_evaluations(self, evaluated: Iterable[tuple[Candidate, Evaluation]]) -> None:
         rows = [(c.iteration, c.slot, *_dump_evaluation(e)) for c, e in evaluated]
@@ -81,9 +91,13 @@ class CandidateJournal:
 
     def candidates(self, since: int = 0) -> list[Candidate]:
         rows = self.store.connection.execute(
-            "SELECT * FROM candidates WHERE iteration >= ? ORDER BY iteration, slot", (since,))
-        return [Candidate(i, s, isl, code, h, tuple(json.loads(p)), st, msg)
-                for i, s, isl, code, h, p, st, msg in rows]
+            f"SELECT {_COLUMNS} FROM candidates WHERE iteration >= ? ORDER BY iteration, slot", (since,))
+        return [Candidate(i, s, isl, code, h, tuple(json.loads(p)), st, msg, policy)
+                for i, s, isl, code, h, p, st, msg, policy in rows]
+
+    def policy_counts(self) -> list[tuple[str, str, int]]:
+        """(policy name, status, candidates): what each policy proposed (evo/policy_mix.py)."""
+        return policy_counts(self.store.connection)
 
     def hashes(self) -> set[str]:
         rows = self.store.connection.execute("SELECT hash FROM candidates WHERE status != ?", (PARSE_ERROR,))
@@ -109,8 +123,10 @@ class CandidateJournal:
             connection.execute("ATTACH DATABASE ? AS legacy", (str(legacy),))
             try:
                 with self.store.transaction():
-                    for table in ("candidates", "evaluations"):
-                        connection.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM legacy.{table}")
+                    legacy_columns = _COLUMNS.removesuffix(", policy")  # the old journal did not record policies
+                    connection.execute(f"INSERT OR IGNORE INTO candidates ({legacy_columns}) "
+                                       f"SELECT {legacy_columns} FROM legacy.candidates")
+                    connection.execute("INSERT OR IGNORE INTO evaluations SELECT * FROM legacy.evaluations")
             finally:
                 connection.execute("DETACH DATABASE legacy")
         except sqlite3.DatabaseError as error:

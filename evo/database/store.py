@@ -2,7 +2,7 @@
 
 Tables: programs (one row per evaluated candidate, failure or copy), meta (key/value: the
 config, the iteration counter), events (migrations, resets, evictions), and the loop's
-journal: candidates (every policy sample, with its iteration, slot and status) and
+journal: candidates (every policy sample, with its iteration, slot, status and policy name) and
 evaluations (every result, before its iteration is inserted; evo/database/journal.py). Every write runs in
 one transaction; a call returns only after its COMMIT, with synchronous=FULL so a committed row
 survives a crash of the process (and of the machine).
@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS candidates (
     iteration INTEGER NOT NULL, slot INTEGER NOT NULL, island INTEGER NOT NULL,
     code TEXT NOT NULL, hash TEXT NOT NULL, parents TEXT NOT NULL,
-    status TEXT NOT NULL, message TEXT NOT NULL,
+    status TEXT NOT NULL, message TEXT NOT NULL, policy TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (iteration, slot));
 CREATE TABLE IF NOT EXISTS evaluations (
     iteration INTEGER NOT NULL, slot INTEGER NOT NULL,
@@ -66,6 +66,17 @@ CREATE TABLE IF NOT EXISTS evaluations (
     PRIMARY KEY (iteration, slot));
 """
 COLUMNS = tuple(Program.__dataclass_fields__)
+
+
+ADDED_COLUMNS = (("candidates", "policy", "TEXT NOT NULL DEFAULT ''"),)  # columns newer than a store may be
+
+
+def _add_missing_columns(connection: sqlite3.Connection) -> None:
+    """Bring a store written by an earlier version up to SCHEMA (added columns go last)."""
+    for table, column, declaration in ADDED_COLUMNS:
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _row(program: Program) -> tuple:
@@ -98,6 +109,7 @@ class Store:
                 raise UserError(f"{self.path}: SQLite could not switch to WAL mode (is it on a network filesystem?)")
             self.connection.execute("PRAGMA synchronous=FULL")
             self.connection.executescript(SCHEMA)
+            _add_missing_columns(self.connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{self.path}: not a usable program database ({error})") from None
         self._lock = threading.RLock()

@@ -1,0 +1,157 @@
+"""What `evo report` shows, gathered from a run's stored records: pure functions over the
+programs (evo/database/records.py), the journal's counts and the run's configuration.
+
+    records = RunRecords.read(directory)        # the one I/O step
+    page = gather(records, x="fa", y="fb")      # plain values: curves, front, grid, lineage, tables
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evo.database.archive import Grid
+from evo.database.config import FeatureConfig
+from evo.database.pareto import pareto_mask
+from evo.database.records import Program
+from evo.errors import UserError
+from evo.policy_mix import policy_stats
+
+DIFF_LINES = 400  # the most lines of one lineage step's diff kept in the page
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """Everything the report reads from a run directory."""
+
+    name: str
+    objectives: tuple[str, ...]
+    features: tuple[FeatureConfig, ...]
+    programs: Mapping[int, Program]
+    statuses: tuple[tuple[str, str, int], ...]  # (policy, candidate status, count) from the journal
+    iterations: int
+    policies: tuple[str, ...] = ()  # the run's policy names (run.json)
+
+    @classmethod
+    def read(cls, directory: Path) -> "RunRecords":
+        from evo.database import Database, database_file
+        from evo.run_dir import policy_names
+
+        if not database_file(directory).is_file():
+            raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
+        with Database.open(directory) as db:
+            return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
+                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory))
+
+
+def evaluated(records: RunRecords) -> list[Program]:
+    """The evaluated programs (no copies), in the order they were stored."""
+    return [p for _, p in sorted(records.programs.items()) if not p.is_copy]
+
+
+def curves(programs: list[Program], objectives: tuple[str, ...]) -> dict:
+    """Best-so-far per iteration: of the scalar and of each objective on its own."""
+    ok = [p for p in programs if p.ok]
+    if not ok:
+        return {"iterations": [], "scalar": [], "objectives": {name: [] for name in objectives}}
+    last = max(p.iteration for p in ok)
+    scalar = np.full(last + 1, -np.inf)
+    scores = np.full((last + 1, len(objectives)), -np.inf)
+    for p in ok:
+        scalar[p.iteration] = max(scalar[p.iteration], p.scalar)
+        scores[p.iteration] = np.maximum(scores[p.iteration], p.scores)
+    scalar, scores = np.maximum.accumulate(scalar), np.maximum.accumulate(scores, axis=0)
+    start = int(np.argmax(np.isfinite(scalar)))
+    return {"iterations": list(range(start, last + 1)), "scalar": scalar[start:].tolist(),
+            "objectives": {name: scores[start:, j].tolist() for j, name in enumerate(objectives)}}
+
+
+def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str) -> dict:
+    """Every successful program's (x, y) and which are on the Pareto front of those two."""
+    for name in (x, y):
+        if name not in objectives:
+            raise UserError(f"--x/--y {name!r}: not an objective of this run; its objectives are {list(objectives)}")
+    ok = [p for p in programs if p.ok]
+    i, j = objectives.index(x), objectives.index(y)
+    points = np.array([[p.scores[i], p.scores[j]] for p in ok]).reshape(-1, 2)
+    mask = pareto_mask(points) if len(points) else np.zeros(0, dtype=bool)
+    return {"x": x, "y": y, "points": points.tolist(), "front": mask.tolist(), "ids": [p.id for p in ok]}
+
+
+def grid(programs: list[Program], features: tuple[FeatureConfig, ...]) -> dict | None:
+    """The MAP-Elites archive over the first two features: the best scalar per cell (None: empty)."""
+    if not features:
+        return None
+    shown = features[:2]
+    cells = Grid(features)
+    shape = tuple(f.bins for f in features)
+    values = np.full((shown[0].bins, shown[1].bins if len(shown) > 1 else 1), np.nan)
+    for p in programs:
+        if p.ok:
+            index = np.unravel_index(cells.cell(p.features), shape)
+            at = (index[0], index[1] if len(shown) > 1 else 0)
+            values[at] = np.fmax(values[at], p.scalar)
+    return {"features": [{"name": f.name, "range": list(f.range), "bins": f.bins} for f in shown],
+            "values": [[None if np.isnan(v) else float(v) for v in row] for row in values]}
+
+
+def lineage(programs: Mapping[int, Program], best: Program | None) -> list[dict]:
+    """The best program's ancestors by their first parent, oldest first, each with the diff from its parent."""
+    chain: list[Program] = []
+    current = best
+    while current is not None and current.id not in {p.id for p in chain}:
+        chain.append(current)
+        current = _original(programs, current.parents[0]) if current.parents else None
+    steps = []
+    for parent, child in zip([None, *chain[::-1]], chain[::-1]):
+        diff = [] if parent is None else list(difflib.unified_diff(
+            parent.code.splitlines(), child.code.splitlines(), f"#{parent.id}", f"#{child.id}", lineterm=""))
+        steps.append({"id": child.id, "iteration": child.iteration, "scalar": child.scalar, "policy": child.policy,
+                      "parent": None if parent is None else parent.id, "code": child.code if parent is None else "",
+                      "diff": diff[:DIFF_LINES], "cut": max(0, len(diff) - DIFF_LINES)})
+    return steps
+
+
+def _original(programs: Mapping[int, Program], program_id: int) -> Program | None:
+    """The evaluated program behind an id (a migrant or a reseed is a copy of its source)."""
+    program = programs.get(program_id)
+    while program is not None and program.is_copy and program.source is not None:
+        program = programs.get(program.source)
+    return program
+
+
+def failures(programs: list[Program], statuses: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
+    """Failed evaluations by kind, and the candidates never evaluated (unparseable, duplicates)."""
+    kinds = Counter(p.failure_kind for p in programs if not p.ok)
+    by_status = Counter()
+    for _, status, count in statuses:
+        by_status[status] += count
+    kinds.update({"unparseable": by_status["parse"], "duplicate": by_status["duplicate"]})
+    return {kind: n for kind, n in sorted(kinds.items(), key=lambda item: (-item[1], item[0])) if n}
+
+
+def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> dict:
+    """Everything the page shows, as plain values; `x`, `y`: the front's objectives (default the first two)."""
+    programs = evaluated(records)
+    objectives = records.objectives
+    x = x or objectives[0]
+    y = y or (objectives[1] if len(objectives) > 1 else objectives[0])
+    ok = [p for p in programs if p.ok]
+    best = max(ok, key=lambda p: (p.scalar, -p.id)) if ok else None
+    return {
+        "name": records.name, "iterations": records.iterations, "objectives": list(objectives),
+        "programs": len(programs), "failed": sum(not p.ok for p in programs),
+        "best": None if best is None else {"id": best.id, "scalar": best.scalar,
+                                           "scores": dict(zip(objectives, map(float, best.scores)))},
+        "curves": curves(programs, objectives),
+        "front": front(programs, objectives, x, y),
+        "grid": grid(programs, records.features),
+        "lineage": lineage(records.programs, best),
+        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(records.statuses, records.programs, records.policies).items())},
+        "failures": failures(programs, records.statuses),
+    }

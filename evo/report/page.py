@@ -1,0 +1,123 @@
+"""The report as ONE self-contained HTML file: inline CSS and SVG, no script, no external
+src or href, every value from the run escaped. `render(gather(...))` -> str."""
+
+from __future__ import annotations
+
+from html import escape
+
+from evo.report import svg
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px auto; max-width: 1200px; color: #222; background: #fafafa; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+svg.chart { background: #fff; border: 1px solid #ddd; font-size: 11px; }
+table { border-collapse: collapse; background: #fff; } td, th { border: 1px solid #ddd; padding: 3px 10px; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+pre { background: #fff; border: 1px solid #ddd; padding: 8px; overflow-x: auto; font-size: 12px; }
+.add { color: #116611; background: #eaffea; } .del { color: #a11; background: #ffecec; } .hunk { color: #55a; }
+.muted { color: #777; }
+"""
+
+
+def _table(header: list[str], rows: list[list[object]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _summary(page: dict) -> str:
+    best = page["best"]
+    line = (f"{page['iterations']} iterations, {page['programs']} programs evaluated ({page['failed']} failed)")
+    if best is None:
+        return f"<p>{escape(line)}; no program succeeded.</p>"
+    scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
+    return f"<p>{escape(line)}; best #{best['id']}: scalar {best['scalar']:.6g} ({escape(scores)}).</p>"
+
+
+def _curves(page: dict) -> str:
+    c = page["curves"]
+    if not c["iterations"]:
+        return '<p class="muted">No successful program yet.</p>'
+    scalar = svg.steps({"scalar": (c["iterations"], c["scalar"])}, "iteration", "best scalar so far")
+    objectives = svg.steps({name: (c["iterations"], ys) for name, ys in c["objectives"].items()},
+                           "iteration", "best value so far, per objective")
+    return f'<div class="charts">{scalar}{objectives}</div>'
+
+
+def _front(page: dict) -> str:
+    f = page["front"]
+    if not f["points"]:
+        return '<p class="muted">No successful program yet.</p>'
+    on = sum(f["front"])
+    chart = svg.scatter(f["points"], f["front"], f["ids"], f["x"], f["y"])
+    return f'<div class="charts">{chart}</div><p>{on} of {len(f["points"])} programs on the front of ' \
+           f'{escape(f["x"])} and {escape(f["y"])}.</p>'
+
+
+def _grid(page: dict) -> str:
+    g = page["grid"]
+    if g is None:
+        return '<p class="muted">This run has no [features]: no MAP-Elites grid.</p>'
+    x = g["features"][0]
+    y = g["features"][1] if len(g["features"]) > 1 else {"name": "", "range": None}
+    filled = sum(v is not None for row in g["values"] for v in row)
+    cells = len(g["values"]) * len(g["values"][0])
+    chart = svg.heatmap(g["values"], x["name"], y["name"], x["range"], y["range"])
+    return f'<div class="charts">{chart}</div><p>{filled} of {cells} cells filled (best scalar per cell).</p>'
+
+
+def _diff_line(line: str) -> str:
+    kind = "hunk" if line.startswith(("@@", "---", "+++")) else "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+    return f'<span class="{kind}">{escape(line)}</span>' if kind else escape(line)
+
+
+def _lineage(page: dict) -> str:
+    steps = page["lineage"]
+    if not steps:
+        return '<p class="muted">No best program yet.</p>'
+    parts = []
+    for step in steps:
+        title = (f"#{step['id']} (iteration {step['iteration']}, scalar {step['scalar']:.6g}, "
+                 f"policy {step['policy']})")
+        if step["parent"] is None:
+            parts.append(f"<h3>{escape(title)}: the start</h3><pre>{escape(step['code'])}</pre>")
+            continue
+        body = "\n".join(map(_diff_line, step["diff"])) or "(same code)"
+        cut = f"\n... {step['cut']} more lines" if step["cut"] else ""
+        parts.append(f"<h3>{escape(title)} from #{step['parent']}</h3><pre>{body}{escape(cut)}</pre>")
+    return "".join(parts)
+
+
+def _policies(page: dict) -> str:
+    rows = [[name, s["proposals"], s["evaluated"], s["failures"], s["improvements"], s["unparseable"], s["duplicates"],
+             f"{s['improvements'] / s['proposals']:.3f}" if s["proposals"] else "-"]
+            for name, s in page["policies"].items()]
+    if not rows:
+        return '<p class="muted">No proposals yet.</p>'
+    return _table(["policy", "proposals", "evaluated", "failures", "improvements", "unparseable", "duplicates",
+                   "improvement rate"], rows)
+
+
+def _failures(page: dict) -> str:
+    if not page["failures"]:
+        return '<p class="muted">No failures.</p>'
+    return _table(["kind", "candidates"], [[kind, n] for kind, n in page["failures"].items()])
+
+
+SECTIONS = (
+    ("Best so far", _curves),
+    ("Pareto front", _front),
+    ("MAP-Elites grid", _grid),
+    ("Lineage of the best program", _lineage),
+    ("Policies", _policies),
+    ("Failures by kind", _failures),
+)
+
+
+def render(page: dict) -> str:
+    """The whole HTML document."""
+    title = f"evo report: {page['name']}"
+    body = "".join(f"<h2>{escape(heading)}</h2>{section(page)}" for heading, section in SECTIONS)
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f'<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{_summary(page)}{body}</body></html>\n')

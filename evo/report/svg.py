@@ -1,0 +1,132 @@
+"""Inline SVG charts as strings: step lines, a scatter with its front, a heatmap. No script,
+no external reference; every text is escaped; hovering a mark shows its <title>."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+WIDTH, HEIGHT = 560, 320
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 48
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+VIRIDIS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+
+
+def _span(values: Sequence[float]) -> tuple[float, float]:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    low, high = (min(finite), max(finite)) if finite else (0.0, 1.0)
+    if high - low < 1e-12:
+        low, high = low - 0.5, high + 0.5
+    return low, high
+
+
+def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+    step = (high - low) / (count - 1)
+    return [low + i * step for i in range(count)]
+
+
+class Frame:
+    """The plotting area of one chart: data coordinates to pixels, axes and their labels."""
+
+    def __init__(self, xs: Sequence[float], ys: Sequence[float], xlabel: str, ylabel: str) -> None:
+        self.x0, self.x1 = _span(xs)
+        self.y0, self.y1 = _span(ys)
+        self.xlabel, self.ylabel = xlabel, ylabel
+
+    def px(self, x: float) -> float:
+        return LEFT + (x - self.x0) / (self.x1 - self.x0) * (WIDTH - LEFT - RIGHT)
+
+    def py(self, y: float) -> float:
+        return HEIGHT - BOTTOM - (y - self.y0) / (self.y1 - self.y0) * (HEIGHT - TOP - BOTTOM)
+
+    def axes(self) -> str:
+        parts = [f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" height="{HEIGHT - TOP - BOTTOM}" '
+                 'fill="#fff" stroke="#999"/>']
+        for x in _ticks(self.x0, self.x1):
+            parts.append(f'<text x="{self.px(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{x:.4g}</text>')
+        for y in _ticks(self.y0, self.y1):
+            parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{self.py(y):.1f}" y2="{self.py(y):.1f}" stroke="#eee"/>')
+            parts.append(f'<text x="{LEFT - 6}" y="{self.py(y) + 4:.1f}" text-anchor="end">{y:.4g}</text>')
+        parts.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" text-anchor="middle">{escape(self.xlabel)}</text>')
+        parts.append(f'<text transform="translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)" '
+                     f'text-anchor="middle">{escape(self.ylabel)}</text>')
+        return "".join(parts)
+
+
+def _svg(body: str, label: str, height: int = HEIGHT) -> str:
+    return (f'<svg class="chart" role="img" aria-label="{escape(label)}" viewBox="0 0 {WIDTH} {height}" '
+            f'width="{WIDTH}" height="{height}">{body}</svg>')
+
+
+def steps(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str) -> str:
+    """Step lines (best-so-far curves), one color per series, with a legend."""
+    xs = [x for xs_, _ in series.values() for x in xs_]
+    ys = [y for _, ys_ in series.values() for y in ys_]
+    frame = Frame(xs, ys, xlabel, ylabel)
+    parts = [frame.axes()]
+    for k, (name, (x, y)) in enumerate(series.items()):
+        color = PALETTE[k % len(PALETTE)]
+        points = []
+        for i, (a, b) in enumerate(zip(x, y)):
+            if i:
+                points.append(f"{frame.px(a):.1f},{frame.py(y[i - 1]):.1f}")
+            points.append(f"{frame.px(a):.1f},{frame.py(b):.1f}")
+        if len(points) == 1:
+            points.append(f"{frame.px(x[0]) + 2:.1f},{frame.py(y[0]):.1f}")
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(points)}">'
+                     f'<title>{escape(name)}</title></polyline>')
+        top = HEIGHT - BOTTOM - 8 - 16 * (len(series) - k)  # bottom right: best-so-far curves rise away from it
+        parts.append(f'<rect x="{WIDTH - RIGHT - 120}" y="{top}" width="10" height="10" fill="{color}"/>'
+                     f'<text x="{WIDTH - RIGHT - 106}" y="{top + 9}">{escape(name)}</text>')
+    return _svg("".join(parts), f"{ylabel} by {xlabel}")
+
+
+def scatter(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Sequence[int], xlabel: str, ylabel: str) -> str:
+    """All points in grey, the Pareto front in red and joined by a line."""
+    frame = Frame([p[0] for p in points], [p[1] for p in points], xlabel, ylabel)
+    parts = [frame.axes()]
+    for (x, y), on, pid in zip(points, front, ids):
+        color, r = ("#d62728", 4) if on else ("#888", 2.5)
+        parts.append(f'<circle cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="{r}" fill="{color}">'
+                     f'<title>#{pid}: {escape(xlabel)}={x:.4g}, {escape(ylabel)}={y:.4g}</title></circle>')
+    line = sorted((x, y) for (x, y), on in zip(points, front) if on)
+    if len(line) > 1:
+        path = " ".join(f"{frame.px(x):.1f},{frame.py(y):.1f}" for x, y in line)
+        parts.append(f'<polyline fill="none" stroke="#d62728" stroke-dasharray="4 3" points="{path}"/>')
+    return _svg("".join(parts), f"Pareto front of {xlabel} and {ylabel}")
+
+
+def color(t: float) -> str:
+    """A viridis-like color for t in [0, 1]."""
+    t = min(max(t, 0.0), 1.0) * (len(VIRIDIS) - 1)
+    i = min(int(t), len(VIRIDIS) - 2)
+    a, b = VIRIDIS[i], VIRIDIS[i + 1]
+    return "#" + "".join(f"{round(u + (v - u) * (t - i)):02x}" for u, v in zip(a, b))
+
+
+def heatmap(values: Sequence[Sequence[float | None]], xlabel: str, ylabel: str, xrange, yrange) -> str:
+    """values[i][j]: cell i along x, j along y (None: empty cell, drawn hatched grey)."""
+    nx, ny = len(values), len(values[0])
+    filled = [v for row in values for v in row if v is not None]
+    low, high = _span(filled)
+    width, height = (WIDTH - LEFT - RIGHT - 40) / nx, (HEIGHT - TOP - BOTTOM) / ny
+    parts = []
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            x, y = LEFT + i * width, HEIGHT - BOTTOM - (j + 1) * height
+            fill = "#e6e6e6" if v is None else color((v - low) / (high - low))
+            tip = "empty" if v is None else f"best scalar {v:.4g}"
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}" fill="{fill}" '
+                         f'stroke="#fff"><title>cell ({i}, {j}): {tip}</title></rect>')
+    right = WIDTH - RIGHT - 28
+    for k in range(20):
+        parts.append(f'<rect x="{right}" y="{TOP + (19 - k) * (HEIGHT - TOP - BOTTOM) / 20:.1f}" width="12" '
+                     f'height="{(HEIGHT - TOP - BOTTOM) / 20 + 0.5:.1f}" fill="{color(k / 19)}"/>')
+    parts.append(f'<text x="{right + 6}" y="{TOP - 4}" text-anchor="middle">{high:.3g}</text>'
+                 f'<text x="{right + 6}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">{low:.3g}</text>')
+    parts.append(f'<text x="{(LEFT + right) / 2}" y="{HEIGHT - 8}" text-anchor="middle">'
+                 f'{escape(xlabel)} {escape(str(list(xrange)))}</text>')
+    parts.append(f'<text transform="translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)" text-anchor="middle">'
+                 f'{escape(ylabel)} {escape(str(list(yrange))) if yrange else ""}</text>')
+    return _svg("".join(parts), f"MAP-Elites grid over {xlabel} and {ylabel}")

@@ -1,0 +1,123 @@
+"""`evo report`: the data gathered from a real run (two `mutate:` policies, real sandbox and
+SQLite), a self-contained page, and that page loaded in a real headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evo.database.config import FeatureConfig
+from evo.database.records import Program
+from evo.report import RunRecords, gather, render
+from tests.test_run_cli import evo, problem, show  # noqa: F401  (the fixture)
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install -y chromium; .ci/run does)")
+FRONT_RED = (0xD6, 0x27, 0x28)  # evo/report/svg.py: the Pareto front's points
+
+
+@pytest.fixture
+def run(problem, tmp_path) -> Path:  # noqa: F811
+    out = tmp_path / "run"
+    result = evo("run", str(problem), "--policy", "small=mutate:", "--policy", "big=mutate:max_edits=5,scale=2",
+                 "--iterations", "16", "--seed", "2", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_the_gathered_data_matches_the_run(run):
+    page = gather(RunRecords.read(run), "fb", "fa")
+    summary = show(run)
+    assert page["policies"] == summary["policies"] and page["best"]["id"] == summary["best"]["id"]
+    curve = page["curves"]
+    assert np.all(np.diff(curve["scalar"]) >= 0) and curve["scalar"][-1] == pytest.approx(summary["best"]["scalar"])
+    for name, values in curve["objectives"].items():
+        assert np.all(np.diff(values) >= 0) and len(values) == len(curve["iterations"])
+    front = page["front"]
+    points = np.array(front["points"])
+    brute = [not any((q >= p).all() and (q > p).any() for q in points) for p in points]
+    assert front["front"] == brute and (front["x"], front["y"]) == ("fb", "fa")
+    steps = page["lineage"]
+    assert steps[-1]["id"] == summary["best"]["id"] and steps[0]["parent"] is None
+    assert all(step["parent"] == before["id"] for before, step in zip(steps, steps[1:]))
+    assert page["grid"]["features"][0]["name"] == "length" and len(page["grid"]["values"]) == 4
+    assert sum(v is not None for row in page["grid"]["values"] for v in row) >= 1
+    assert sum(page["failures"].get(k, 0) for k in ("unparseable", "duplicate")) == summary["unparseable"] + summary["duplicates"]
+
+
+def hostile_records() -> RunRecords:
+    code = 'x = "</pre><script>alert(1)</script><img src=http://example.com/a.png>"\n'
+    programs = {
+        1: Program(1, "x = 0\n", "h1", "n1", 0, 0, np.array([0.1, 0.2]), 0.15, features=(5.0,), policy="initial"),
+        2: Program(2, code, "h2", "n2", 0, 1, np.array([0.3, 0.1]), 0.2, features=(60.0,), parents=(1,),
+                   policy="<b>p</b>"),
+        3: Program(3, "y = 1\n", "h3", "n3", 0, 1, None, None, parents=(1,), policy="<b>p</b>", failure_kind="timeout"),
+    }
+    return RunRecords("<run>", ("a<", "b&"), (FeatureConfig("len", "code_length", (0, 100), 3),), programs,
+                      (("<b>p</b>", "pending", 2), ("<b>p</b>", "parse", 1)), 2)
+
+
+def test_the_page_is_self_contained_and_escapes_what_the_run_holds():
+    html = render(gather(hostile_records()))
+    assert "<script" not in html and "<img" not in html and "<b>p" not in html
+    assert not re.search(r"<[^>]*\b(src|href)\s*=", html) and "url(" not in html and "@import" not in html  # in tags
+    assert "&lt;/pre&gt;&lt;script&gt;" in html and "&lt;b&gt;p&lt;/b&gt;" in html
+    assert html.count("<svg") == 4  # two curves, the front, the grid
+    assert "timeout" in html and "unparseable" in html
+
+
+def test_report_command_writes_dir_report_html_or_out(run, tmp_path):
+    result = evo("report", str(run))
+    assert result.returncode == 0, result.stderr
+    assert (run / "report.html").stat().st_size > 2000
+    elsewhere = tmp_path / "elsewhere.html"
+    assert evo("report", str(run), "--out", str(elsewhere), "--x", "fb", "--y", "fa").returncode == 0
+    assert "front of fb and fa" in elsewhere.read_text()
+    bad = evo("report", str(run), "--x", "nope")
+    assert bad.returncode == 2 and "not an objective" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    missing = evo("report", str(tmp_path / "nothing"))
+    assert missing.returncode == 2 and "no run here" in missing.stderr
+
+
+def load_in_chromium(page: Path, shot: Path) -> str:
+    """Load `page` in headless Chromium, screenshot it; returns its console lines."""
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--enable-logging=stderr", "--v=0",
+         f"--screenshot={shot}", "--window-size=1280,2200", "--hide-scrollbars", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=180)
+    assert shot.is_file(), f"Chromium wrote no screenshot (exit {result.returncode}):\n{result.stderr[-3000:]}"
+    return "\n".join(line for line in result.stderr.splitlines() if ":CONSOLE" in line)
+
+
+def pixels(shot: Path) -> np.ndarray:
+    from matplotlib.image import imread
+
+    return np.round(imread(shot)[:, :, :3] * 255).astype(int)
+
+
+def near(image: np.ndarray, rgb: tuple[int, int, int], tolerance: int = 12) -> int:
+    return int((np.abs(image - np.array(rgb)).max(axis=2) <= tolerance).sum())
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_report_renders_in_headless_chromium(run, tmp_path):
+    assert evo("report", str(run)).returncode == 0
+    console = load_in_chromium(run / "report.html", tmp_path / "report.png")
+    assert console == "", f"console messages:\n{console}"
+    image = pixels(tmp_path / "report.png")
+    background = np.array([0xFA, 0xFA, 0xFA])
+    drawn = (np.abs(image - background).max(axis=2) > 16).mean()
+    assert drawn > 0.03, f"only {drawn:.1%} of the screenshot differs from the background"
+    assert near(image, FRONT_RED) > 20  # the SVG was drawn: the front's red points are on screen
+    # the checks can fail: a page with a script error is caught, a blank page is blank
+    (tmp_path / "broken.html").write_text("<!DOCTYPE html><p>x</p><script>throw new Error('boom-report')</script>")
+    assert "boom-report" in load_in_chromium(tmp_path / "broken.html", tmp_path / "broken.png")
+    blank = pixels(tmp_path / "broken.png")
+    assert (np.abs(blank - np.array([255, 255, 255])).max(axis=2) > 16).mean() < 0.01
+    assert near(blank, FRONT_RED) == 0
