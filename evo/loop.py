@@ -41,6 +41,7 @@ from evo import prompts
 from evo.database import Database, normalized_hash
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
+from evo.feedback import FAILURES_SHOWN
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
 from evo.scores import Evaluation, scalarize
@@ -62,6 +63,7 @@ class LoopConfig:
     depth: int = 2  # policy calls that may run ahead of the database
     style: str = PromptSettings.style
     system: str = PromptSettings.system
+    feedback: bool = PromptSettings.feedback  # show evaluator feedback and failed children with shown programs
     stop: tuple[str, ...] = ()
     max_new_tokens: int | None = None  # None: 4096, or for `continue` twice the longest block + 64
     temperature: float = 1.0
@@ -72,7 +74,8 @@ class LoopConfig:
     def for_spec(cls, spec, seed: int = 0, **options: Any) -> "LoopConfig":
         """The settings a spec gives (budget, samples, target, prompt), `options` on top."""
         given = dict(iterations=spec.search.iterations, samples=spec.search.samples_per_prompt,
-                     style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target)
+                     style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target,
+                     feedback=spec.prompt.feedback)
         return cls(seed=seed, **{**given, **options})
 
     @property
@@ -205,7 +208,11 @@ class Evolution:
 
     def _shown(self, program: Program) -> Shown:
         scores = dict(zip(self.objectives, map(float, program.scores)))
-        return Shown(program.code, float(program.scalar), scores, program.id)
+        if not self.config.feedback:
+            return Shown(program.code, float(program.scalar), scores, program.id)
+        failed = tuple((child.failure_kind or "", child.failure_message or "", child.feedback)
+                       for child in self.db.failed_children(program, FAILURES_SHOWN))
+        return Shown(program.code, float(program.scalar), scores, program.id, program.feedback, failed)
 
     # -- tell ------------------------------------------------------------------------------
 
