@@ -83,7 +83,8 @@ class Spec:
     def database_config(self, seed: int = 0) -> DatabaseConfig:
         """The program database's configuration for a run of this spec with `seed`."""
         problem = self.problem
-        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed)
+        dedupe = "python" if problem.program.suffix == ".py" else "text"
+        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed, dedupe)
 
     def override(self, values: Mapping[str, Any]) -> "Spec":
         """A new spec with dotted keys replaced ("search.iterations", "features.len.bins"),
@@ -264,7 +265,7 @@ def _scorers(t: _Table, path: Path) -> list[str]:
 def _thresholds(t: _Table, stages: int) -> list[float]:
     """One threshold per stage after the first, non-decreasing (a later stage is harder to enter)."""
     expected = f"a list of {stages - 1} non-decreasing numbers (one per scorer stage after the first)"
-    values = t.get("cascade", [], expected, lambda v: isinstance(v, list) and len(v) == stages - 1
+    values = t.get("cascade", [] if stages == 1 else _REQUIRED, expected, lambda v: isinstance(v, list) and len(v) == stages - 1
                    and all(map(_is_num, v)) and all(a <= b for a, b in zip(v, v[1:])))
     return [float(v) for v in values]
 
