@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from evo import prompts
-from evo.database import Database, normalized_hash
+from evo.database import Database
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
 from evo.feedback import FAILURES_SHOWN
@@ -244,7 +244,7 @@ class Evolution:
         except ParseFailure as failure:
             self.progress.parse_errors += 1
             return Candidate(iteration, slot, island, reply or "", "", parents, PARSE_ERROR, str(failure))
-        digest = normalized_hash(code)
+        digest = self.db.dedupe_key(code)
         if digest in self._seen:
             self.progress.duplicates += 1
             return Candidate(iteration, slot, island, code, digest, parents, DUPLICATE)

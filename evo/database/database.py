@@ -19,7 +19,7 @@ import numpy as np
 
 from evo.database.archive import Grid, GridArchive
 from evo.database.config import DatabaseConfig
-from evo.database.hashing import exact_hash, normalized_hash
+from evo.database.hashing import dedupe_hash, exact_hash
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
@@ -104,6 +104,7 @@ class Database:
             old = DatabaseConfig.from_json(stored)
             if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
                 raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+            config = dataclasses.replace(config, dedupe=old.dedupe)  # the stored hashes are of its key
         return config
 
     def _load(self) -> None:
@@ -196,7 +197,7 @@ class Database:
             raise ValueError(f"island {candidate.island} out of range 0..{len(self.islands) - 1}")
         code, evaluation = candidate.code, candidate.evaluation
         base = dict(
-            id=0, code=code, hash=exact_hash(code), norm_hash=normalized_hash(code), island=candidate.island,
+            id=0, code=code, hash=exact_hash(code), norm_hash=self.dedupe_key(code), island=candidate.island,
             iteration=self.iteration, parents=tuple(int(p) for p in candidate.parents), policy=candidate.policy,
             seconds=float(evaluation.seconds), stage=int(evaluation.stage),
         )
@@ -268,10 +269,14 @@ class Database:
     # -- reading -----------------------------------------------------------------------------
 
     def is_duplicate(self, code: str, island: int | None = None) -> bool:
-        """True when this code (up to whitespace) was evaluated in this run or is on `island`."""
-        key = normalized_hash(code)
+        """True when this code (up to its duplicate key) was evaluated in this run or is on `island`."""
+        key = self.dedupe_key(code)
         with self._lock:
             return key in self.seen or (island is not None and key in self.islands[island].hashes)
+
+    def dedupe_key(self, code: str) -> str:
+        """The hash two programs share when they count as duplicates (the config's `dedupe`)."""
+        return dedupe_hash(code, self.config.dedupe)
 
     def sample(self, island: int, rng: np.random.Generator) -> tuple[list[Program], list[Program]]:
         """(parents, inspirations) from one island's members by the configured selection.
