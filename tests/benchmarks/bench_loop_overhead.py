@@ -14,6 +14,16 @@ One iteration = one policy call with one sample = one child program, in both.
    programs in the database, islands capped at the default 1,000 members.
 `openevolve` is a benchmark-only dependency (`pip install openevolve`). The last line is
 one JSON object.
+
+    python tests/benchmarks/bench_loop_overhead.py --feedback [--quick] [--repeats N]
+
+3. Feedback (ours only): on the function-minimization and circle-packing examples with the
+   `mutate:` policy, the loop's own time per iteration (ask + policy + tell + commit: all
+   but the evaluations, which run in the sandbox and are not timed) with `[prompt] feedback`
+   on and off, runs interleaved on/off, the same seed, this process pinned to one CPU and one
+   BLAS thread, the run's database in /dev/shm (no disk flush noise). The examples' scorers are wrapped to add a feedback text (their summary of
+   the scores, about 150 characters), and function minimization's evaluation budget is cut
+   (1 seed, 100 calls) so a run takes seconds; the loop's work does not depend on it.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import itertools  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import socket  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
@@ -205,6 +216,90 @@ def openevolve(server: InstantServer, population: int, iterations: int) -> dict:
     return {"iters_per_s": iterations / wall}
 
 
+# -- feedback on vs off ---------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+FEEDBACK_SCORER = '''
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("example_score", {path!r})
+example = importlib.util.module_from_spec(spec)
+sys.modules["example_score"] = example
+spec.loader.exec_module(example)
+if hasattr(example, "SEEDS"):
+    example.SEEDS, example.BUDGET = (0,), 100  # a short evaluation: only the loop is timed
+
+def evaluate(path):
+    scores = example.evaluate(path)
+    shown = ", ".join(f"{{k}}={{v:.3f}}" for k, v in scores.items())
+    return {{**scores, "feedback": f"per objective: {{shown}}; the weakest one limits the scalar"}}
+'''
+
+
+def feedback_problem(example: str) -> Path:
+    """A copy of an example whose scorer adds feedback (and runs shorter)."""
+    memory = "/dev/shm" if os.path.isdir("/dev/shm") else None  # no disk flush noise in the loop's time
+    directory = Path(tempfile.mkdtemp(prefix=f"bench-feedback-{example}-", dir=memory))
+    source = EXAMPLES / example
+    (directory / "initial.py").write_text((source / "initial.py").read_text())
+    (directory / "score.py").write_text(FEEDBACK_SCORER.format(path=str(source / "score.py")))
+    text = (source / "problem.toml").read_text()
+    (directory / "problem.toml").write_text(text)
+    return directory
+
+
+def loop_time(example: str, feedback: bool, iterations: int) -> dict:
+    """One run with the mutate policy, driven synchronously: the seconds spent outside evaluation."""
+    from evo import spec as specs
+    from evo.database import Database
+    from evo.loop import Evolution, LoopConfig
+    from evo.policies import load
+    from evo.sandbox.pool import Sandbox
+
+    directory = feedback_problem(example)
+    spec = specs.load(directory / "problem.toml")
+    with Sandbox.from_spec(spec) as sandbox, Database.open(directory / "run", spec.database_config(0)) as db:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # after the workers started: they keep every CPU
+        code = spec.problem.program.read_text()
+        db.add_initial(code, sandbox.evaluate(code))
+        evolution = Evolution(LoopConfig.for_spec(spec, 0, iterations=iterations, feedback=feedback), db, "mutate:")
+        policy, spent, shown = load("mutate:"), 0.0, 0
+        while not evolution.done:
+            started = time.perf_counter()
+            group = evolution.ask()
+            if group is None:
+                evolution.commit()
+                spent += time.perf_counter() - started
+                continue
+            candidates = evolution.tell(group, policy.generate(group.texts, **group.options))
+            spent += time.perf_counter() - started
+            shown += sum(("Evaluator feedback" in t) + ("Previous attempt" in t) for t in group.texts)
+            results = [f.result() for f in [sandbox.submit(c.code) for c in candidates]]
+            started = time.perf_counter()
+            evolution.commit(zip(candidates, results))
+            spent += time.perf_counter() - started
+        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+        failures = sum(not p.ok for p in db.evaluated(ok_only=False))
+    shutil.rmtree(directory, ignore_errors=True)
+    return {"ms_per_iteration": 1000 * spent / iterations, "prompts_with_notes": shown, "failures": failures}
+
+
+def feedback_figures(iterations: int, repeats: int) -> dict:
+    result: dict = {"name": "feedback_overhead", "repeats": repeats, "iterations": iterations}
+    for example in ("function_minimization", "circle_packing"):
+        runs: dict[bool, list[dict]] = {True: [], False: []}
+        for _ in range(repeats):
+            for feedback in (True, False):
+                runs[feedback].append(loop_time(example, feedback, iterations))
+        on, off = median_of(runs[True], "ms_per_iteration"), median_of(runs[False], "ms_per_iteration")
+        notes = statistics.median(r["prompts_with_notes"] for r in runs[True])
+        print(f"{example}: feedback on {on[0]:.2f} ms/iteration [{on[1]:.2f}, {on[2]:.2f}], "
+              f"off {off[0]:.2f} [{off[1]:.2f}, {off[2]:.2f}], ratio {on[0] / off[0]:.3f} "
+              f"(median {notes:.0f} notes shown per run with feedback on)", flush=True)
+        result.update({f"{example}_on_ms": on, f"{example}_off_ms": off, f"{example}_ratio": on[0] / off[0]})
+    result["ratio"] = max(result["function_minimization_ratio"], result["circle_packing_ratio"])
+    return result
+
+
 def median_of(runs: list[dict], key: str) -> tuple[float, float, float]:
     values = [r[key] for r in runs]
     return statistics.median(values), min(values), max(values)
@@ -214,8 +309,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--feedback", action="store_true", help="only the feedback on/off figure")
     args = parser.parse_args()
     repeats = args.repeats or (1 if args.quick else 3)
+    if args.feedback:
+        print(json.dumps(feedback_figures(20 if args.quick else 60, repeats)))
+        return
     ours_iterations, theirs_iterations = (200, 60) if args.quick else (600, 150)
     logging.disable(logging.CRITICAL)
     server = InstantServer()
