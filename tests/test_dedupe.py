@@ -36,6 +36,9 @@ def test_python_key_ignores_comments_formatting_and_docstrings():
     key = dedupe_hash(ORIGINAL, "python")
     assert all(dedupe_hash(code, "python") == key for code in SAME)
     assert len({dedupe_hash(code, "python") for code in DIFFERENT} | {key}) == len(DIFFERENT) + 1
+    nested = "try:\n    pass\nexcept E:\n    if x:\n        class A:\n            {}x = 1\n"
+    assert dedupe_hash(nested.format("'''doc'''\n            ")) == dedupe_hash(nested.format(""))
+    assert dedupe_hash(nested.format("'''doc'''\n            ")) != dedupe_hash(nested.format("y = 2\n            "))
 
 
 def test_python_key_keeps_meaningful_indentation_and_falls_back_when_unparsable():

@@ -41,15 +41,20 @@ def normalized_hash(code: str) -> str:
 
 DEDUPE = ("python", "text", "whitespace")
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")  # the fields that hold statements
 
 
 def python_form(code: str) -> str | None:
     """The program's AST without docstrings, as text; None when it does not parse."""
     try:
         tree = ast.parse(code)
-        for node in ast.walk(tree):
+        statements: list[ast.AST] = [tree]
+        while statements:  # statements only: a docstring is never inside an expression
+            node = statements.pop()
             if isinstance(node, _DOCUMENTED) and node.body and _is_docstring(node.body[0]):
                 node.body = node.body[1:] or [ast.Pass()]
+            for name in _BODIES:
+                statements.extend(getattr(node, name, ()))
         return ast.dump(tree)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
