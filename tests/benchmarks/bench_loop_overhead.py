@@ -27,7 +27,9 @@ one JSON object.
    run's database in /dev/shm (no disk flush noise). The examples' scorers are wrapped to
    add a feedback text (a summary of the scores, about 100 characters), and function
    minimization's evaluation budget is cut (1 seed, 100 calls) so a run takes seconds; the
-   loop's work does not depend on it.
+   loop's work does not depend on it. Beside it, a low-noise figure: the milliseconds the
+   notes add to building one prompt at their largest (every shown program with a full
+   feedback text, the parent with two failed children), minimum over 200 builds.
 """
 
 from __future__ import annotations
@@ -291,6 +293,30 @@ def loop_time(example: str, feedback: bool, iterations: int) -> dict:
             "prompts_with_notes": shown, "failures": failures}
 
 
+def notes_cost(example: str, repeats: int = 200) -> float:
+    """Milliseconds the notes add to building one prompt in the example's style: the parent
+    and the inspirations each with a full-length feedback text, the parent with two failed
+    children with long outputs (the most a prompt shows), minimum over repeats."""
+    from evo import prompts, spec as specs
+    from evo.feedback import FEEDBACK_CHARS, OUTPUT_CHARS
+    from evo.prompts import Shown
+
+    spec = specs.load(EXAMPLES / example / "problem.toml")
+    code = spec.problem.program.read_text()
+    failed = (("exception", "ZeroDivisionError: division by zero (at candidate.py:12)", "trace\n" * OUTPUT_CHARS),) * 2
+    said = [Shown(code, 0.5, {"a": 0.5}, 1, "x" * FEEDBACK_CHARS, failed)] * (1 + spec.search.inspirations)
+    plain = [Shown(code, 0.5, {"a": 0.5}, 1)] * (1 + spec.search.inspirations)
+    best = {}
+    for name, shown in (("on", said), ("off", plain)):
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            prompts.build(spec.prompt.style, shown[:1], shown[1:], rng=np.random.default_rng(0))
+            times.append(time.perf_counter() - started)
+        best[name] = 1000 * min(times)
+    return best["on"] - best["off"]
+
+
 def feedback_figures(iterations: int, repeats: int) -> dict:
     result: dict = {"name": "feedback_overhead", "repeats": repeats, "iterations": iterations}
     for example in ("function_minimization", "circle_packing"):
@@ -306,6 +332,10 @@ def feedback_figures(iterations: int, repeats: int) -> dict:
               f"off {off[0]:.2f} [{off[1]:.2f}, {off[2]:.2f}], ratio {on[0] / off[0]:.3f}; with the mutate policy's "
               f"time: on {statistics.median(with_policy[0]):.1f} ms, off {statistics.median(with_policy[1]):.1f} ms "
               f"(median {notes:.0f} notes shown per run with feedback on)", flush=True)
+        added = notes_cost(example)
+        print(f"{example}: the notes add {added:.3f} ms to building a prompt with the most they show "
+              f"({added / off[0]:.1%} of the loop's {off[0]:.1f} ms per iteration with feedback off)", flush=True)
+        result[f"{example}_notes_ms_per_prompt"] = added
         result.update({f"{example}_on_ms": on, f"{example}_off_ms": off, f"{example}_ratio": on[0] / off[0],
                        f"{example}_with_policy_ratio": statistics.median(with_policy[0]) / statistics.median(with_policy[1])})
     result["ratio"] = max(result["function_minimization_ratio"], result["circle_packing_ratio"])
