@@ -3,6 +3,7 @@ sandbox (separate scorer and candidate processes), the stage reached stored in r
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -107,3 +108,13 @@ def test_unknown_stage_function_is_one_line_exit_2(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "no function 'missing'" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
+
+
+def test_check_reports_the_stage_and_the_feedback(tmp_path):
+    path = write(tmp_path, 'scorer = ["score.py:quick", "score.py:full"]\ncascade = [0.45]')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", "evo", "check", "--json", str(path)], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["stage"], report["feedback"], report["scores"]) == (1, "quick estimate", {"a": 0.2, "b": 0.2})
