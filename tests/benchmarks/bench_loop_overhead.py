@@ -331,12 +331,14 @@ def feedback_figures(iterations: int, repeats: int) -> dict:
         print(f"{example}: loop (ask + tell + commit) with feedback on {on[0]:.2f} ms/iteration [{on[1]:.2f}, {on[2]:.2f}], "
               f"off {off[0]:.2f} [{off[1]:.2f}, {off[2]:.2f}], ratio {on[0] / off[0]:.3f}; with the mutate policy's "
               f"time: on {statistics.median(with_policy[0]):.1f} ms, off {statistics.median(with_policy[1]):.1f} ms "
-              f"(median {notes:.0f} notes shown per run with feedback on)", flush=True)
+              f"(median {notes:.0f} notes shown per run with feedback on); ratio of the fastest runs "
+              f"{on[1] / off[1]:.3f}", flush=True)
         added = notes_cost(example)
         print(f"{example}: the notes add {added:.3f} ms to building a prompt with the most they show "
               f"({added / off[0]:.1%} of the loop's {off[0]:.1f} ms per iteration with feedback off)", flush=True)
         result[f"{example}_notes_ms_per_prompt"] = added
         result.update({f"{example}_on_ms": on, f"{example}_off_ms": off, f"{example}_ratio": on[0] / off[0],
+                       f"{example}_ratio_of_minima": on[1] / off[1],
                        f"{example}_with_policy_ratio": statistics.median(with_policy[0]) / statistics.median(with_policy[1])})
     result["ratio"] = max(result["function_minimization_ratio"], result["circle_packing_ratio"])
     return result
