@@ -29,7 +29,9 @@ one JSON object.
    minimization's evaluation budget is cut (1 seed, 100 calls) so a run takes seconds; the
    loop's work does not depend on it. Beside it, a low-noise figure: the milliseconds the
    notes add to building one prompt at their largest (every shown program with a full
-   feedback text, the parent with two failed children), minimum over 200 builds.
+   feedback text, the parent with two failed children), minimum over 200 builds; and, on
+   each feedback-on run's final database, building a prompt with the switch on and off
+   alternated 400 times (the only work the switch changes), medians.
 """
 
 from __future__ import annotations
@@ -286,11 +288,12 @@ def loop_time(example: str, feedback: bool, iterations: int) -> dict:
             started = time.perf_counter()
             evolution.commit(zip(candidates, results))
             groups.append(1000 * (spent + time.perf_counter() - started) / len(group.prompts))
+        build = build_ab(evolution, iterations) if feedback else {}
         os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         failures = sum(not p.ok for p in db.evaluated(ok_only=False))
     shutil.rmtree(directory, ignore_errors=True)
     return {"ms_per_iteration": statistics.median(groups), "policy_ms_per_iteration": 1000 * generating / iterations,
-            "prompts_with_notes": shown, "failures": failures}
+            "prompts_with_notes": shown, "failures": failures, **build}
 
 
 def notes_cost(example: str, repeats: int = 200) -> float:
@@ -317,6 +320,23 @@ def notes_cost(example: str, repeats: int = 200) -> float:
     return best["on"] - best["off"]
 
 
+def build_ab(evolution, iterations: int, rounds: int = 400) -> dict:
+    """The only work the switch changes, measured head to head on the run's final database:
+    building one prompt (sampling, notes, text) with feedback on and off, alternated."""
+    import dataclasses
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    config = evolution.config
+    for index in range(rounds):
+        for feedback in ((True, False) if index % 2 else (False, True)):
+            evolution.config = dataclasses.replace(config, feedback=feedback)
+            started = time.perf_counter()
+            evolution._build(index % iterations)
+            times[feedback].append(time.perf_counter() - started)
+    evolution.config = config
+    return {"build_on_ms": 1000 * statistics.median(times[True]), "build_off_ms": 1000 * statistics.median(times[False])}
+
+
 def feedback_figures(iterations: int, repeats: int) -> dict:
     result: dict = {"name": "feedback_overhead", "repeats": repeats, "iterations": iterations}
     for example in ("function_minimization", "circle_packing"):
@@ -333,6 +353,12 @@ def feedback_figures(iterations: int, repeats: int) -> dict:
               f"time: on {statistics.median(with_policy[0]):.1f} ms, off {statistics.median(with_policy[1]):.1f} ms "
               f"(median {notes:.0f} notes shown per run with feedback on); ratio of the fastest runs "
               f"{on[1] / off[1]:.3f}", flush=True)
+        build_on = statistics.median(r["build_on_ms"] for r in runs[True])
+        build_off = statistics.median(r["build_off_ms"] for r in runs[True])
+        print(f"{example}: head to head on the final database, building a prompt takes {build_on:.3f} ms with "
+              f"feedback on, {build_off:.3f} off: +{build_on - build_off:.3f} ms, "
+              f"{(build_on - build_off) / off[0]:.2%} of the loop's time per iteration", flush=True)
+        result.update({f"{example}_build_on_ms": build_on, f"{example}_build_off_ms": build_off})
         added = notes_cost(example)
         print(f"{example}: the notes add {added:.3f} ms to building a prompt with the most they show "
               f"({added / off[0]:.1%} of the loop's {off[0]:.1f} ms per iteration with feedback off)", flush=True)
