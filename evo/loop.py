@@ -41,9 +41,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from evo import prompts
-from evo.database import Database, normalized_hash
+from evo.database import Database
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
+from evo.feedback import FAILURES_SHOWN
 from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
@@ -66,6 +67,7 @@ class LoopConfig:
     depth: int = 2  # policy calls that may run ahead of the database
     style: str = PromptSettings.style
     system: str = PromptSettings.system
+    feedback: bool = PromptSettings.feedback  # show evaluator feedback and failed children with shown programs
     stop: tuple[str, ...] = ()
     max_new_tokens: int | None = None  # None: 4096, or for `continue` twice the longest block + 64
     temperature: float = 1.0
@@ -76,7 +78,8 @@ class LoopConfig:
     def for_spec(cls, spec, seed: int = 0, **options: Any) -> "LoopConfig":
         """The settings a spec gives (budget, samples, target, prompt), `options` on top."""
         given = dict(iterations=spec.search.iterations, samples=spec.search.samples_per_prompt,
-                     style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target)
+                     style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target,
+                     feedback=spec.prompt.feedback)
         return cls(seed=seed, **{**given, **options})
 
     @property
@@ -230,7 +233,11 @@ class Evolution:
 
     def _shown(self, program: Program) -> Shown:
         scores = dict(zip(self.objectives, map(float, program.scores)))
-        return Shown(program.code, float(program.scalar), scores, program.id)
+        if not self.config.feedback:
+            return Shown(program.code, float(program.scalar), scores, program.id)
+        failed = tuple((child.failure_kind or "", child.failure_message or "", child.feedback)
+                       for child in self.db.failed_children(program, FAILURES_SHOWN))
+        return Shown(program.code, float(program.scalar), scores, program.id, program.feedback, failed)
 
     # -- tell ------------------------------------------------------------------------------
 
@@ -263,7 +270,7 @@ class Evolution:
         except ParseFailure as failure:
             self.progress.parse_errors += 1
             return Candidate(iteration, slot, island, reply or "", "", parents, PARSE_ERROR, str(failure))
-        digest = normalized_hash(code)
+        digest = self.db.dedupe_key(code)
         if digest in self._seen:
             self.progress.duplicates += 1
             return Candidate(iteration, slot, island, code, digest, parents, DUPLICATE)

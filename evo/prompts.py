@@ -2,7 +2,9 @@
 
 Styles:
 - `full`: show the parent(s) and inspirations with their scores as fenced python; ask for
-  the whole new program.
+  the whole new program. Each shown program may carry what the evaluator said about it
+  (its scorer's feedback, its recent failed children), bounded and escaped by evo/feedback.py;
+  `diff` and `versions` show the same notes, `continue` none.
 - `diff`: same context; ask for SEARCH/REPLACE blocks, applied strictly to the EVOLVE block.
 - `versions` (FunSearch): the shown programs as version 0, 1, ... ordered by score; ask for
   the next version.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evo.feedback import notes
 from evo.program import END, EvolveFile, MarkerError, split
 
 STYLES = ("full", "diff", "versions", "continue")
@@ -40,6 +43,8 @@ class Shown:
     scalar: float
     scores: Mapping[str, float] = field(default_factory=dict)
     key: object = None
+    feedback: str = ""  # the scorer's feedback text on it
+    failed: tuple[tuple[str, str, str], ...] = ()  # (kind, message, output) of its recent failed children
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,12 @@ def _score_line(shown: Shown) -> str:
 
 def _fenced(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
+
+
+def _shown_section(title: str, shown: Shown, label: str) -> str:
+    """A program's heading, its fenced code and what the evaluator said about it."""
+    said = notes(label, shown.feedback, shown.failed) if shown.feedback or shown.failed else ""
+    return f"{title}\n{_fenced(shown.code)}" + (f"\n\n{said}" if said else "")
 
 
 def _objectives_line(objectives: Sequence[str]) -> str:
@@ -93,10 +104,12 @@ def _context_prompt(style: str, parents: Sequence[Shown], inspirations: Sequence
     if style == "diff":
         sections.append(_DIFF_HELP)
     for index, shown in enumerate(inspirations):
-        sections.append(f"## Inspiration {index + 1} ({_score_line(shown)})\n{_fenced(shown.code)}")
+        sections.append(_shown_section(f"## Inspiration {index + 1} ({_score_line(shown)})", shown,
+                                       f"inspiration {index + 1}"))
     for index, shown in enumerate(parents[1:]):
-        sections.append(f"## Other parent {index + 1} ({_score_line(shown)})\n{_fenced(shown.code)}")
-    sections.append(f"## Current program ({_score_line(base)})\n{_fenced(base.code)}")
+        sections.append(_shown_section(f"## Other parent {index + 1} ({_score_line(shown)})", shown,
+                                       f"other parent {index + 1}"))
+    sections.append(_shown_section(f"## Current program ({_score_line(base)})", base, "the current program"))
     if style == "diff":
         sections.append("Reply with SEARCH/REPLACE edits that improve the current program.")
     else:
@@ -109,7 +122,7 @@ def _versions_prompt(programs: Sequence[Shown], system: str, objectives: Sequenc
     base = ordered[-1]
     sections = [system.strip(), _objectives_line(objectives) + _scope_line(base)]
     for version, shown in enumerate(ordered):
-        sections.append(f"## Version {version} ({_score_line(shown)})\n{_fenced(shown.code)}")
+        sections.append(_shown_section(f"## Version {version} ({_score_line(shown)})", shown, f"version {version}"))
     sections.append(
         f"Write version {len(ordered)}, better than version {len(ordered) - 1}, "
         "as a complete program in one ```python block."

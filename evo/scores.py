@@ -41,14 +41,16 @@ class Evaluation:
     extras: Mapping[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     output: str = ""  # captured (truncated) stdout/stderr of the evaluation
+    feedback: str = ""  # the scorer's text under FEEDBACK_KEY (at most MAX_FEEDBACK_CHARS)
+    stage: int = 1  # the cascade stage reached (1: the first scorer; 0: no scorer answered)
 
     @property
     def ok(self) -> bool:
         return self.failure is None
 
     @classmethod
-    def failed(cls, kind: str, message: str, seconds: float = 0.0, output: str = "") -> "Evaluation":
-        return cls(scores=None, failure=Failure(kind, message), seconds=seconds, output=output)
+    def failed(cls, kind: str, message: str, seconds: float = 0.0, output: str = "", stage: int = 0) -> "Evaluation":
+        return cls(scores=None, failure=Failure(kind, message), seconds=seconds, output=output, stage=stage)
 
 
 MAX_MAGNITUDE = 1e100  # a score or extra beyond this is not a measurement (and sums of them would overflow)
@@ -56,8 +58,30 @@ MAX_EXTRAS = 256  # extra keys a scorer may return (features read a few)
 MAX_KEY_CHARS = 200
 
 
+FEEDBACK_KEY = "feedback"  # a scorer's text for the policy, beside its objectives
+MAX_FEEDBACK_CHARS = 8000  # kept per evaluation (prompts show less: evo/feedback.py)
+
+
 class BadOutput(ValueError):
     """A scorer's return value is not a valid score vector."""
+
+
+def split_feedback(raw: object, objectives: Sequence[str]) -> tuple[object, str]:
+    """A scorer's result without its FEEDBACK_KEY text, and that text ('' when absent), cut
+    to MAX_FEEDBACK_CHARS and made storable (lone surrogates replaced). A non-string
+    feedback raises BadOutput; an objective named like the key stays an objective."""
+    if not isinstance(raw, Mapping) or FEEDBACK_KEY not in raw or FEEDBACK_KEY in objectives:
+        return raw, ""
+    text = raw[FEEDBACK_KEY]
+    if not isinstance(text, str):
+        raise BadOutput(f"scorer result's {FEEDBACK_KEY!r} is {type(text).__name__}, expected a string")
+    rest = {key: value for key, value in raw.items() if key != FEEDBACK_KEY}
+    return rest, storable(text[:MAX_FEEDBACK_CHARS])
+
+
+def storable(text: str) -> str:
+    """`text` as valid UTF-8 (lone surrogates become '?'), so SQLite and JSON take it."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _as_float(name: str, value: object) -> float:

@@ -24,7 +24,7 @@ from evo.prompts import STYLES as PROMPT_STYLES
 from evo.selection import NAMES as SELECTIONS, options_of
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 ISOLATIONS = ("process", "shared", "none")
-PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights")
+PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights", "cascade")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,6 +40,7 @@ class ProblemSettings:
     scorer: str  # "/abs/path.py:function" or "package.module:function"
     objectives: tuple[str, ...]
     weights: tuple[float, ...]
+    cascade: tuple[tuple[str, float], ...] = ()  # later scorer stages: (scorer, threshold to enter it)
 
     @property
     def program(self) -> Path:
@@ -66,6 +67,7 @@ class SandboxLimits:
 class PromptSettings:
     style: str = "full"
     system: str = "You improve programs."
+    feedback: bool = True  # show evaluator feedback and failed children's errors with shown programs
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class Spec:
     def database_config(self, seed: int = 0) -> DatabaseConfig:
         """The program database's configuration for a run of this spec with `seed`."""
         problem = self.problem
-        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed)
+        dedupe = "python" if problem.program.suffix == ".py" else "text"
+        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed, dedupe)
 
     def override(self, values: Mapping[str, Any]) -> "Spec":
         """A new spec with dotted keys replaced ("search.iterations", "features.len.bins"),
@@ -221,12 +224,14 @@ def _problem(t: _Table, path: Path) -> ProblemSettings:
         "weights", [1.0] * len(objectives), f"a list of {len(objectives)} non-negative numbers with a positive sum",
         lambda v: isinstance(v, list) and len(v) == len(objectives) and all(_is_num(w) and w >= 0 for w in v) and sum(v) > 0,
     )
+    scorers = _scorers(t, path)
     return ProblemSettings(
         name=t.string("name", path.parent.name or path.stem),
         programs=resolved,
-        scorer=_scorer(t, path),
+        scorer=scorers[0],
         objectives=tuple(objectives),
         weights=tuple(float(w) for w in weights),
+        cascade=tuple(zip(scorers[1:], _thresholds(t, len(scorers)))),
     )
 
 
@@ -249,9 +254,24 @@ def _marker_problem(program: Path) -> str:
     return f"EVOLVE-BLOCK-START on line {open_at} is never closed" if open_at else ""
 
 
-def _scorer(t: _Table, path: Path) -> str:
+def _scorers(t: _Table, path: Path) -> list[str]:
+    """The scorer, or the stages of a cascade (a list, cheapest first)."""
+    expected = "'path.py:function', 'package.module:function' or a non-empty list of them (a cascade)"
+    refs = t.get("scorer", _REQUIRED, expected, lambda v: (isinstance(v, str) and ":" in v) or (
+        isinstance(v, list) and v and all(isinstance(r, str) and ":" in r for r in v)))
+    return [_scorer(t, path, ref) for ref in ([refs] if isinstance(refs, str) else refs)]
+
+
+def _thresholds(t: _Table, stages: int) -> list[float]:
+    """One threshold per stage after the first, non-decreasing (a later stage is harder to enter)."""
+    expected = f"a list of {stages - 1} non-decreasing numbers (one per scorer stage after the first)"
+    values = t.get("cascade", [] if stages == 1 else _REQUIRED, expected, lambda v: isinstance(v, list) and len(v) == stages - 1
+                   and all(map(_is_num, v)) and all(a <= b for a, b in zip(v, v[1:])))
+    return [float(v) for v in values]
+
+
+def _scorer(t: _Table, path: Path, ref: str) -> str:
     expected = "'path.py:function' or 'package.module:function'"
-    ref = t.get("scorer", _REQUIRED, expected, lambda v: isinstance(v, str) and v.count(":") >= 1)
     target, _, function = ref.rpartition(":")
     if not _IDENT.match(function) or not target:
         t.fail("scorer", expected, ref)
@@ -338,4 +358,5 @@ def _is_edge(edge: Any, islands: int) -> bool:
 
 def _prompt(t: _Table) -> PromptSettings:
     d = PromptSettings()
-    return PromptSettings(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)))
+    return PromptSettings(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)),
+                          feedback=t.get("feedback", d.feedback, "true or false", lambda v: isinstance(v, bool)))

@@ -9,7 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from evo.database import Database, DatabaseConfig, SearchSettings, normalized_hash
+from evo.database import Database, DatabaseConfig, SearchSettings
 from evo.database.journal import DUPLICATE, PARSE_ERROR
 from evo.loop import Evolution, LoopConfig, run
 from evo.policies.base import Completion
@@ -148,7 +148,7 @@ def test_duplicates_and_parse_failures_are_counted_not_evaluated(tmp_path, sandb
 
 def test_initial_program_is_a_duplicate(tmp_path, sandbox):
     evolution, db, evaluator = start(tmp_path, "i", sandbox, LoopConfig(iterations=2, samples=1, batch=1, depth=1))
-    assert normalized_hash(PROGRAM) in db.seen  # the seen set is read at start
+    assert db.dedupe_key(PROGRAM) in db.seen  # the seen set is read at start
     run(evolution, FixedPolicy([f"```python\n{PROGRAM}```"]), evaluator)
     assert evaluator.calls == 0
 

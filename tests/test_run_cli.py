@@ -300,7 +300,8 @@ CREATE TABLE j.evaluations (
     PRIMARY KEY (iteration, slot));
 CREATE TABLE j.commits (iteration INTEGER PRIMARY KEY);
 INSERT INTO j.candidates SELECT iteration, slot, island, code, hash, parents, status, message FROM main.candidates;
-INSERT INTO j.evaluations SELECT * FROM main.evaluations;
+INSERT INTO j.evaluations SELECT iteration, slot, scores, failure_kind, failure_message, extras, seconds, output
+    FROM main.evaluations;
 DROP TABLE main.candidates;
 DROP TABLE main.evaluations;
 """

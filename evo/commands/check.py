@@ -29,10 +29,14 @@ def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
         "features": as_dict(spec.features, features),
         "extras": dict(evaluation.extras),
         "seconds": round(evaluation.seconds, 4),
+        "feedback": evaluation.feedback,
+        "stage": evaluation.stage,
     }
 
 
 def _show(program: Path, report: dict[str, Any], output: str) -> None:
+    from evo.feedback import clean
+
     click.echo(f"program   {program}")
     if "error" in report:
         click.echo(f"failed    {report['error']['kind']}: {report['error']['message']}")
@@ -46,7 +50,9 @@ def _show(program: Path, report: dict[str, Any], output: str) -> None:
     click.echo(f"features  {fmt(report['features']) or '(none declared)'}")
     if report["extras"]:
         click.echo(f"extras    {fmt(report['extras'])}")
-    click.echo(f"seconds   {report['seconds']:.3f}")
+    click.echo(f"seconds   {report['seconds']:.3f}" + (f" (cascade stage {report['stage']})" if report["stage"] > 1 else ""))
+    for line in clean(report["feedback"].strip()).splitlines()[:10]:
+        click.echo(f"feedback  {line[:200]}")
 
 
 @click.command(name="check")

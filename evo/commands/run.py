@@ -21,6 +21,8 @@ _SECTIONS = {"sandbox": specs.SandboxLimits, "search": specs.SearchSettings, "pr
 
 def _click_type(annotation: object) -> type:
     kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    if bool in kinds:
+        return bool
     for kind in (int, float):
         if kind in kinds and str not in kinds:
             return kind

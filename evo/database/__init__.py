@@ -9,7 +9,7 @@ from evo.database.archive import Grid, GridArchive
 from evo.database.config import DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.database import DB_FILE, Database, EvaluatedCandidate, database_file
 from evo.database.journal import Candidate, CandidateJournal
-from evo.database.hashing import exact_hash, normalize, normalized_hash
+from evo.database.hashing import DEDUPE, dedupe_hash, exact_hash, normalize, normalized_hash
 from evo.database.topology import TOPOLOGIES, topology
 from evo.database.pareto import pareto_mask
 from evo.database.records import Program
@@ -17,5 +17,5 @@ from evo.database.store import Store
 
 __all__ = [
     "Candidate", "CandidateJournal", "DB_FILE", "EvaluatedCandidate", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "GridArchive", "Program", "SearchSettings", "Store",
-    "database_file", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
+    "DEDUPE", "database_file", "dedupe_hash", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
 ]

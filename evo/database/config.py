@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
+from evo.database.hashing import DEDUPE
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.selection import check_name, check_options
@@ -98,8 +99,11 @@ class DatabaseConfig:
     features: tuple[FeatureConfig, ...] = ()
     search: SearchSettings = SearchSettings()
     seed: int = 0  # random-regular topology and island resets
+    dedupe: str = "python"  # the duplicate key (evo.database.hashing.DEDUPE): "python" | "text" | "whitespace"
 
     def __post_init__(self) -> None:
+        if self.dedupe not in DEDUPE:
+            raise UserError(f"dedupe must be one of {', '.join(DEDUPE)}, got {self.dedupe!r}")
         object.__setattr__(self, "objectives", tuple(self.objectives))
         object.__setattr__(self, "features", tuple(self.features))
         if not self.objectives or len(set(self.objectives)) != len(self.objectives):
@@ -124,6 +128,7 @@ class DatabaseConfig:
     def from_json(cls, text: str) -> "DatabaseConfig":
         """The stored config; a run stored before SearchSettings had its [search] keys at the top."""
         raw = json.loads(text)
+        raw.setdefault("dedupe", "whitespace")  # a run stored before the AST key keeps its own
         searched = {f.name for f in fields(SearchSettings)}
         search = raw.pop("search", None) or {k: raw.pop(k) for k in list(raw) if k in searched}
         raw["features"] = tuple(FeatureConfig(**{**f, "range": tuple(f["range"])}) for f in raw["features"])

@@ -19,7 +19,7 @@ import numpy as np
 
 from evo.database.archive import Grid, GridArchive
 from evo.database.config import DatabaseConfig
-from evo.database.hashing import exact_hash, normalized_hash
+from evo.database.hashing import dedupe_hash, exact_hash
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
@@ -28,13 +28,14 @@ from evo.database.records import Program
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
-from evo.scores import Evaluation, scalarize
+from evo.scores import Evaluation, scalarize, storable
 from evo.selection import select
 
 if TYPE_CHECKING:
     import networkx as nx
 
 DB_FILE = "programs.sqlite"
+OUTPUT_TAIL_CHARS = 2000  # of a failed evaluation's captured output, kept with its record
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Database:
             old = DatabaseConfig.from_json(stored)
             if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
                 raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+            config = dataclasses.replace(config, dedupe=old.dedupe)  # the stored hashes are of its key
         return config
 
     def _load(self) -> None:
@@ -110,6 +112,7 @@ class Database:
         self.islands = [Island(i, self.grid, len(self.config.objectives)) for i in range(self.config.search.islands)]
         self.programs: dict[int, Program] = {}
         self.seen: set[str] = set()
+        self._failed_children: dict[int, list[int]] = {}  # original parent id -> its failed children's ids
         self.archive = GridArchive(self.grid)
         self.iteration = int(self.store.get_meta("iteration", "0"))
         for program in self.store.programs():
@@ -120,6 +123,9 @@ class Database:
         cell = self.grid.cell(program.features) if program.ok else -1
         if not program.is_copy:
             self.seen.add(program.norm_hash)
+            if not program.ok:
+                for parent in dict.fromkeys(self._original(q) for q in program.parents if q in self.programs):
+                    self._failed_children.setdefault(parent, []).append(program.id)
             if program.ok:
                 self.archive.add(program.id, cell, program.scalar)
         if program.member:
@@ -193,12 +199,13 @@ class Database:
             raise ValueError(f"island {candidate.island} out of range 0..{len(self.islands) - 1}")
         code, evaluation = candidate.code, candidate.evaluation
         base = dict(
-            id=0, code=code, hash=exact_hash(code), norm_hash=normalized_hash(code), island=candidate.island,
+            id=0, code=code, hash=exact_hash(code), norm_hash=self.dedupe_key(code), island=candidate.island,
             iteration=self.iteration, parents=tuple(int(p) for p in candidate.parents), policy=candidate.policy,
-            seconds=float(evaluation.seconds),
+            seconds=float(evaluation.seconds), stage=int(evaluation.stage),
         )
         if not evaluation.ok:
-            return Program(**base, failure_kind=evaluation.failure.kind, failure_message=evaluation.failure.message)
+            return Program(**base, failure_kind=evaluation.failure.kind, failure_message=evaluation.failure.message,
+                           feedback=storable(evaluation.output[-OUTPUT_TAIL_CHARS:]))
         scores = np.asarray(evaluation.scores, dtype=np.float64)
         if scores.shape != (len(self.config.objectives),):
             raise ValueError(f"scores have shape {scores.shape}, expected ({len(self.config.objectives)},)")
@@ -210,7 +217,8 @@ class Database:
             return Program(**base, failure_kind="bad_output", failure_message=str(error))
         scalar = float(scalarize(scores, self.weights))
         features = tuple(float(v) for v in values)
-        return Program(**base, scores=scores, scalar=scalar, features=features, extras=dict(evaluation.extras))
+        return Program(**base, scores=scores, scalar=scalar, features=features, extras=dict(evaluation.extras),
+                       feedback=evaluation.feedback)
 
     def _copy(self, source: Program, island: int, origin: str) -> Program:
         return dataclasses.replace(
@@ -263,10 +271,14 @@ class Database:
     # -- reading -----------------------------------------------------------------------------
 
     def is_duplicate(self, code: str, island: int | None = None) -> bool:
-        """True when this code (up to whitespace) was evaluated in this run or is on `island`."""
-        key = normalized_hash(code)
+        """True when this code (up to its duplicate key) was evaluated in this run or is on `island`."""
+        key = self.dedupe_key(code)
         with self._lock:
             return key in self.seen or (island is not None and key in self.islands[island].hashes)
+
+    def dedupe_key(self, code: str) -> str:
+        """The hash two programs share when they count as duplicates (the config's `dedupe`)."""
+        return dedupe_hash(code, self.config.dedupe)
 
     def sample(self, island: int, rng: np.random.Generator) -> tuple[list[Program], list[Program]]:
         """(parents, inspirations) from one island's members by the configured selection.
@@ -303,6 +315,18 @@ class Database:
 
     def get(self, program_id: int) -> Program:
         return self.programs[program_id]
+
+    def _original(self, program_id: int) -> int:
+        """The evaluated program that `program_id` is (a copy of)."""
+        while (source := self.programs[program_id].source) is not None:
+            program_id = source
+        return program_id
+
+    def failed_children(self, program: Program, limit: int) -> list[Program]:
+        """The last `limit` failed children of `program` (or of what it is a copy of), newest first."""
+        with self._lock:
+            ids = self._failed_children.get(self._original(program.id), []) if program.id in self.programs else []
+            return [self.programs[i] for i in reversed(ids[-limit:])] if limit > 0 else []
 
     def evaluated(self, ok_only: bool = True) -> list[Program]:
         """Every evaluated program (not copies), in order; only successes unless ok_only=False."""

@@ -43,15 +43,19 @@ def _dump_evaluation(evaluation: Evaluation) -> tuple:
     scores = None if evaluation.scores is None else json.dumps([float(v) for v in evaluation.scores])
     failure = evaluation.failure
     return (scores, failure and failure.kind, failure and failure.message,
-            json.dumps(dict(evaluation.extras)), float(evaluation.seconds), evaluation.output)
+            json.dumps(dict(evaluation.extras)), float(evaluation.seconds), evaluation.output,
+            evaluation.feedback, int(evaluation.stage))
+
+
+_EVALUATION_COLUMNS = "scores, failure_kind, failure_message, extras, seconds, output, feedback, stage"
 
 
 def _load_evaluation(row: tuple) -> Evaluation:
-    scores, kind, message, extras, seconds, output = row
+    scores, kind, message, extras, seconds, output, feedback, stage = row
     return Evaluation(
         scores=None if scores is None else np.asarray(json.loads(scores), dtype=np.float64),
         failure=None if kind is None else Failure(kind, message),
-        extras=json.loads(extras), seconds=seconds, output=output,
+        extras=json.loads(extras), seconds=seconds, output=output, feedback=feedback, stage=stage,
     )
 
 
@@ -87,7 +91,9 @@ class CandidateJournal:
     def add_evaluations(self, evaluated: Iterable[tuple[Candidate, Evaluation]]) -> None:
         rows = [(c.iteration, c.slot, *_dump_evaluation(e)) for c, e in evaluated]
         with self.store.transaction():
-            self.store.connection.executemany("INSERT OR REPLACE INTO evaluations VALUES (?,?,?,?,?,?,?,?)", rows)
+            self.store.connection.executemany(
+                f"INSERT OR REPLACE INTO evaluations (iteration, slot, {_EVALUATION_COLUMNS}) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
 
     def candidates(self, since: int = 0) -> list[Candidate]:
         rows = self.store.connection.execute(
@@ -105,8 +111,7 @@ class CandidateJournal:
 
     def evaluations(self, since: int = 0) -> dict[tuple[int, int], Evaluation]:
         rows = self.store.connection.execute(
-            "SELECT iteration, slot, scores, failure_kind, failure_message, extras, seconds, output "
-            "FROM evaluations WHERE iteration >= ?", (since,))
+            f"SELECT iteration, slot, {_EVALUATION_COLUMNS} FROM evaluations WHERE iteration >= ?", (since,))
         return {(row[0], row[1]): _load_evaluation(tuple(row)[2:]) for row in rows}
 
     def counts(self) -> dict[str, int]:
@@ -123,10 +128,9 @@ class CandidateJournal:
             connection.execute("ATTACH DATABASE ? AS legacy", (str(legacy),))
             try:
                 with self.store.transaction():
-                    legacy_columns = _COLUMNS.removesuffix(", policy")  # the old journal did not record policies
-                    connection.execute(f"INSERT OR IGNORE INTO candidates ({legacy_columns}) "
-                                       f"SELECT {legacy_columns} FROM legacy.candidates")
-                    connection.execute("INSERT OR IGNORE INTO evaluations SELECT * FROM legacy.evaluations")
+                    for table in ("candidates", "evaluations"):
+                        names = ", ".join(row[1] for row in connection.execute(f"PRAGMA legacy.table_info({table})"))
+                        connection.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {names} FROM legacy.{table}")
             finally:
                 connection.execute("DETACH DATABASE legacy")
         except sqlite3.DatabaseError as error:

@@ -29,6 +29,8 @@ class Program:
     origin: str = "evaluated"
     source: int | None = None  # the program this one is a copy of
     removed: int | None = None  # the iteration it left its island (evicted, reset, duplicate)
+    feedback: str = ""  # the scorer's feedback text; for a failure, the tail of its captured output
+    stage: int = 1  # the cascade stage its evaluation reached (0: no scorer answered)
 
     @property
     def ok(self) -> bool:

@@ -65,18 +65,14 @@ CREATE TABLE IF NOT EXISTS evaluations (
     extras TEXT NOT NULL, seconds REAL NOT NULL, output TEXT NOT NULL,
     PRIMARY KEY (iteration, slot));
 """
+ADDED_COLUMNS = (  # (table, column, declaration): added to a store made before them, on open
+    ("programs", "feedback", "TEXT NOT NULL DEFAULT ''"),
+    ("programs", "stage", "INTEGER NOT NULL DEFAULT 1"),
+    ("evaluations", "feedback", "TEXT NOT NULL DEFAULT ''"),
+    ("evaluations", "stage", "INTEGER NOT NULL DEFAULT 1"),
+    ("candidates", "policy", "TEXT NOT NULL DEFAULT ''"),  # empty for old rows: `evo show` counts them under the run's one policy
+)
 COLUMNS = tuple(Program.__dataclass_fields__)
-
-
-ADDED_COLUMNS = (("candidates", "policy", "TEXT NOT NULL DEFAULT ''"),)  # columns newer than a store may be
-
-
-def _add_missing_columns(connection: sqlite3.Connection) -> None:
-    """Bring a store written by an earlier version up to SCHEMA (added columns go last)."""
-    for table, column, declaration in ADDED_COLUMNS:
-        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-        if column not in present:
-            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _row(program: Program) -> tuple:
@@ -85,7 +81,7 @@ def _row(program: Program) -> tuple:
         program.code, program.hash, program.norm_hash, program.island, program.iteration, scores, program.scalar,
         json.dumps(list(program.features)), json.dumps(program.extras, sort_keys=True), json.dumps(list(program.parents)),
         program.policy, program.seconds, program.failure_kind, program.failure_message, program.origin, program.source,
-        program.removed,
+        program.removed, program.feedback, program.stage,
     )
 
 
@@ -96,6 +92,19 @@ def _program(row: sqlite3.Row) -> Program:
     values["extras"] = json.loads(row["extras"])
     values["parents"] = tuple(json.loads(row["parents"]))
     return Program(**values)
+
+
+def add_columns(connection: sqlite3.Connection) -> None:
+    """Bring a store made by an older version up to date: the ADDED_COLUMNS it lacks (old
+    rows get the declared default)."""
+    for table, column, declaration in ADDED_COLUMNS:
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            try:
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            except sqlite3.OperationalError:  # another process added it first
+                if column not in {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}:
+                    raise
 
 
 class Store:
@@ -109,7 +118,7 @@ class Store:
                 raise UserError(f"{self.path}: SQLite could not switch to WAL mode (is it on a network filesystem?)")
             self.connection.execute("PRAGMA synchronous=FULL")
             self.connection.executescript(SCHEMA)
-            _add_missing_columns(self.connection)
+            add_columns(self.connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{self.path}: not a usable program database ({error})") from None
         self._lock = threading.RLock()

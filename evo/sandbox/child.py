@@ -13,10 +13,11 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from evo.sandbox import candidate, isolation, lockdown, protocol
-from evo.scores import BadOutput, to_vector
+from evo.scores import BadOutput, split_feedback, to_vector
 
 _exit = os._exit  # bound now: a candidate may monkeypatch the os module
 _encode = protocol.encode
@@ -90,15 +91,42 @@ def _warm_up(objectives: Sequence[str]) -> None:
     _encode({"scores": to_vector([0.0] * len(objectives), objectives)[0].tolist(), "extras": {}})
 
 
-def evaluate(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
-    """Call the scorer and validate its answer; returns a reply dict (scores or failure)."""
+@dataclass(frozen=True)
+class Stages:
+    """A cascade of scorers: stage i + 1 runs only when the scalar (the weighted mean, by
+    `weights`) of stage i's vector is at least `thresholds[i]`."""
+
+    functions: tuple[Callable[[str], Any], ...]
+    thresholds: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+
+
+def evaluate(scorer: Callable[[str], Any] | Stages, path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
+    """Call the scorer (every stage of a cascade the candidate clears) and validate each
+    answer; returns a reply dict (scores or failure) with the stage reached."""
+    stages = scorer if isinstance(scorer, Stages) else Stages((scorer,))
+    reply: dict = {}
+    for stage, function in enumerate(stages.functions, 1):
+        if stage > 1 and _scalar(reply["scores"], stages.weights) < stages.thresholds[stage - 2]:
+            break
+        reply = {**_stage(function, path, objectives, required), "stage": stage}
+        if "failure" in reply:
+            break
+    return reply
+
+
+def _scalar(scores: list[float], weights: Sequence[float]) -> float:
+    return sum(s * w for s, w in zip(scores, weights)) / sum(weights)
+
+
+def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
     try:
-        raw = scorer(path)
+        raw, feedback = split_feedback(scorer(path), objectives)
         vector, extras = to_vector(raw, objectives)
         missing = [key for key in required if key not in extras]
         if missing:
             raise BadOutput(f"scorer result misses feature key(s) {missing}")
-        return {"scores": vector.tolist(), "extras": extras}
+        return {"scores": vector.tolist(), "extras": extras, "feedback": feedback}
     except BadOutput as error:
         return {"failure": ["bad_output", str(error)]}
     except candidate.CandidateError as error:  # not caught by the scorer: the candidate's failure is the evaluation's

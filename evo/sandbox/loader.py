@@ -5,9 +5,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from evo.sandbox.child import Stages
 
 
 class ScorerError(Exception):
@@ -39,3 +41,13 @@ def load_scorer(ref: str, search_path: str | None = None) -> Callable[[str], Any
     if not callable(function):
         raise ScorerError(f"scorer {ref!r}: module has no function {name!r}")
     return function
+
+
+def load_stages(ref: str, cascade: Sequence[Sequence[Any]], weights: Sequence[float] | None,
+                search_path: str | None = None) -> Callable[[str], Any] | Stages:
+    """The scorer, or with `cascade` ([ref, threshold] per later stage) the cascade of them."""
+    first = load_scorer(ref, search_path)
+    if not cascade:
+        return first
+    later = tuple(load_scorer(later_ref, search_path) for later_ref, _ in cascade)
+    return Stages((first, *later), tuple(float(t) for _, t in cascade), tuple(weights or ()))

@@ -16,9 +16,9 @@ from evo import spec as spec_module
 from evo.errors import UserError
 from evo.features import required_extras
 from evo.sandbox.child import evaluate as evaluate_in_process
-from evo.sandbox.loader import ScorerError, load_scorer
+from evo.sandbox.loader import ScorerError, load_stages
 from evo.sandbox.worker import Worker
-from evo.scores import FAILURE_KINDS, BadOutput, Evaluation, to_vector
+from evo.scores import FAILURE_KINDS, FEEDBACK_KEY, BadOutput, Evaluation, split_feedback, to_vector
 
 
 class Sandbox:
@@ -31,6 +31,8 @@ class Sandbox:
     `namespaces`: "auto" (use them when root and available), "on" (required) or "off"
     (force the rlimits + process-group fallback). `suffix`: the candidate file's suffix
     (the initial program's); only ".py" candidates are checked with compile() first.
+    `cascade`: later scorer stages, (ref, threshold) each; a stage runs only when the scalar
+    (by `weights`; default equal) of the previous stage's vector reaches its threshold.
     """
 
     def __init__(
@@ -45,10 +47,14 @@ class Sandbox:
         namespaces: str = "auto",
         drop_privileges: bool = True,
         memory_cgroup: bool = True,
+        cascade: Sequence[tuple[str, float]] = (),
+        weights: Sequence[float] | None = None,
     ):
         if namespaces not in ("auto", "on", "off"):
             raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
         self.objectives, self.limits, self.required = tuple(objectives), limits, tuple(required)
+        self.cascade = [[ref, float(threshold)] for ref, threshold in cascade]
+        self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.objectives)
         self.filename = f"candidate{suffix}"  # a program that is not Python is not compiled first
         self._scratch = Path(tempfile.mkdtemp(prefix="evo-sandbox-"))
         self._scratch.chmod(0o711)  # the (unprivileged) evaluation must reach its own directory
@@ -59,7 +65,7 @@ class Sandbox:
         self._lock = threading.Lock()  # a trusted in-process scorer runs one call at a time
         try:
             if limits.isolation == "none":
-                self._scorer = load_scorer(scorer, search_path)
+                self._scorer = load_stages(scorer, self.cascade, self.weights, search_path)
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="evo-eval")
             else:
                 self._start_workers(scorer, search_path, namespaces, drop_privileges, memory_cgroup)
@@ -73,12 +79,13 @@ class Sandbox:
         return cls(
             spec.problem.scorer, spec.problem.objectives, spec.sandbox,
             required=required_extras(spec.features), search_path=str(spec.path.parent),
-            suffix=spec.problem.program.suffix, **options,
+            suffix=spec.problem.program.suffix, cascade=spec.problem.cascade, weights=spec.problem.weights,
+            **options,
         )
 
     def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool, use_cgroup: bool) -> None:
         config = {
-            "scorer": scorer, "search_path": search_path, "objectives": list(self.objectives),
+            "scorer": scorer, "cascade": self.cascade, "weights": self.weights, "search_path": search_path, "objectives": list(self.objectives),
             "required_extras": list(self.required), "timeout": self.limits.timeout,
             "cpu_limit": self.limits.cpu_limit, "memory_mb": self.limits.memory_mb,
             "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
@@ -135,9 +142,10 @@ class Sandbox:
         in time linear in its (bounded) size; anything malformed is `bad_output`."""
         if not isinstance(reply, dict):
             return Evaluation.failed("bad_output", f"malformed evaluation result: a {type(reply).__name__}")
-        seconds, output = reply.get("seconds", 0.0), reply.get("output", "")
+        seconds, output, stage = reply.get("seconds", 0.0), reply.get("output", ""), reply.get("stage", 0)
         seconds = float(seconds) if isinstance(seconds, (int, float)) and 0 <= seconds < 1e9 else 0.0
         output = output if isinstance(output, str) else ""
+        stage = stage if type(stage) is int and 0 <= stage <= len(self.cascade) + 1 else 0
         try:
             if "failure" in reply:
                 failure = reply["failure"]
@@ -146,14 +154,15 @@ class Sandbox:
                 kind, message = failure
                 if kind not in FAILURE_KINDS:
                     raise BadOutput(f"unknown failure kind {kind[:40]!r}")
-                return Evaluation.failed(kind, message[:2000], seconds, output)
+                return Evaluation.failed(kind, message[:2000], seconds, output, stage)
             if not isinstance(reply.get("scores"), list) or not isinstance(reply.get("extras", {}), dict):
                 raise BadOutput("no score list")
+            _, feedback = split_feedback({FEEDBACK_KEY: reply.get("feedback", "")}, ())
             scores, _ = to_vector(reply["scores"], self.objectives)
             _, extras = to_vector({**reply.get("extras", {}), **dict(zip(self.objectives, scores))}, self.objectives)
         except BadOutput as error:
-            return Evaluation.failed("bad_output", f"malformed evaluation result: {error}", seconds, output)
-        return Evaluation(scores=scores, extras=extras, seconds=seconds, output=output)
+            return Evaluation.failed("bad_output", f"malformed evaluation result: {error}", seconds, output, stage)
+        return Evaluation(scores=scores, extras=extras, seconds=seconds, output=output, feedback=feedback, stage=stage)
 
     def close(self) -> None:
         self._closed = True

@@ -48,10 +48,10 @@ def main() -> None:
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
     # search process dies, our stdin closes and we exit at the next request.
     from evo.sandbox import child  # noqa: F401  (import numpy & co. once, not per evaluation)
-    from evo.sandbox.loader import ScorerError, load_scorer
+    from evo.sandbox.loader import ScorerError, load_stages
 
     try:
-        scorer = load_scorer(config["scorer"], config.get("search_path"))
+        scorer = load_stages(config["scorer"], config["cascade"], config["weights"], config.get("search_path"))
     except ScorerError as error:
         protocol.send(STDOUT, {"error": str(error)})
         os._exit(0)
