@@ -23,11 +23,11 @@ from evo.database.hashing import exact_hash, normalized_hash
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
-from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
+from evo.metrics import pareto_mask
 from evo.scores import Evaluation, scalarize
 from evo.selection import select
 
