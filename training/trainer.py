@@ -19,6 +19,7 @@ from tqdm import tqdm
 import tasks
 from evo import metrics
 from evo.errors import UserError
+from evo.scores import scalarize
 from tasks.base import Similar
 from training import advantages, checkpoint, diversity, models
 from training.config import TrainConfig
@@ -191,7 +192,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
 def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
     rewards = rolls.rewards  # (B, G, m, d)
     b, g, m, d = rewards.shape
-    scalars = advantages.scalar(rewards, task.weights)
+    scalars = scalarize(rewards, task.weights)
     record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(task.objectives)}
     record.update({
         "scalar": float(scalars.mean()),

@@ -78,9 +78,9 @@ def main() -> None:
     counts: collections.Counter[str] = collections.Counter()
     notes: collections.Counter[str] = collections.Counter()
     for i, instance in enumerate(task.instances("test", args.mazes, seed=0)):
-        for text in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 96, 1.0, seed=i)[0]:
-            counts[verdict(instance.data, text)] += 1
-            note_checks(instance.data, text, notes)
+        for completion in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 96, 1.0, seed=i)[0]:
+            counts[verdict(instance.data, completion.text)] += 1
+            note_checks(instance.data, completion.text, notes)
     total = sum(counts.values())
     result = {name: round(n / total, 3) for name, n in counts.most_common()}
     if notes["notes"]:
