@@ -120,7 +120,7 @@ def test_search_instance_seed_picks_the_hard_instances(tmp_path):
 def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     import torch
 
-    from evo import tiny
+    from training import tiny
 
     torch.manual_seed(0)
     tokenizer = tiny.char_tokenizer()

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tasks
-from evo import tiny
+from training import models, tiny
 from training.sft import SFTConfig, collate, encode, micro_batches, sample, score_completions, train
 
 SHIPPED = Path(__file__).resolve().parent.parent / "evo" / "checkpoints" / "maze-warmup"
@@ -104,7 +104,7 @@ NOTES_SHIPPED = SHIPPED.parent / "maze-notes-warmup"
 def single_route_rates(checkpoint: Path, task, tokens: int) -> tuple[float, float]:
     """Parse rate and exit rate of 8 single-route samples on each of 6 held-out mazes."""
     torch.set_num_threads(1)
-    model, tokenizer = tiny.load(checkpoint)
+    model, tokenizer = models.load(checkpoint)
     parsed = reached = total = 0
     for i, instance in enumerate(task.instances("test", 6, seed=11)):
         completions = sample(model, tokenizer, [task.prompt(instance, 1)], 8, tokens, temperature=1.0, seed=i)[0]
@@ -120,7 +120,7 @@ def test_shipped_warmup_answers_held_out_mazes():
     parsed, reached = single_route_rates(SHIPPED, task, 80)
     # a sanity floor for the shipped file (the measured figures are in docs/tasks.md)
     assert parsed >= 0.8 and reached >= 0.05, (parsed, reached)
-    model, tokenizer = tiny.load(SHIPPED)
+    model, tokenizer = models.load(SHIPPED)
     instance = task.instances("test", 6, seed=11)[-1]
     completions = sample(model, tokenizer, [task.prompt(instance, 3)], 4, 240, temperature=1.0, seed=0)[0]
     assert score_completions(task, instance, completions, 3)[1] >= 2  # the 3-route template

@@ -243,7 +243,7 @@ def test_continue_prompts_with_a_real_tiny_model(tmp_path):
     """A random-weight nano model through `local:`: continue prompts on a text program."""
     import torch
 
-    from evo import tiny
+    from training import tiny
 
     torch.manual_seed(0)
     tokenizer = tiny.char_tokenizer()

@@ -19,7 +19,7 @@ import torch
 from evo import metrics
 from evo.errors import UserError
 from evo.policies.base import Completion
-from evo.policies.local import Sampler, context_length
+from evo.policies.sampler import Sampler, context_length
 from evo.scores import scalarize
 from tasks.base import Instance, Task
 from tasks.completions import score_completion

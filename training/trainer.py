@@ -40,10 +40,6 @@ class State:
     encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
 
 
-def load_model(path: str, options: models.ModelOptions = models.ModelOptions()):
-    return models.load(path, options)
-
-
 def get_task(name: str) -> tasks.Task:
     try:
         return tasks.get(name)
@@ -65,7 +61,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         import_vllm()  # before any work: a missing vLLM is one line
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
-    model, tokenizer = load_model(str(out) if resume else config.init, config.model_options)
+    model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
     step = 0
@@ -74,7 +70,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = load_model(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
+    reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
     sampler = None
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler

@@ -68,7 +68,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
     import torch
     from tqdm import tqdm
 
-    from evo import tiny
+    from training import models, tiny
     from training.checkpoint import export
     from training.sft import train
 
@@ -77,7 +77,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
         tokenizer = tiny.char_tokenizer()
         model = tiny.new_model(size, arch, tokenizer, context=context, seed=config.seed)
     else:
-        model, tokenizer = tiny.load(init)
+        model, tokenizer = models.load(init)
     started, cpu_started = time.time(), time.process_time()
     with tqdm(total=config.steps, desc=f"pretrain {task_name}", unit="step") as bar:
         def on_step(step: int, loss: float) -> None:
@@ -141,7 +141,7 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
                        threads=threads, multi_fraction=multi_fraction)
     held_out = task.instances("test", eval_instances, seed=seed)
     if evaluate_dir is None:
-        from evo import tiny
+        from training import tiny
 
         if out_dir is None:
             raise UserError("pass --out DIR for the checkpoint (or --evaluate DIR to only evaluate one)")
@@ -155,10 +155,10 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     else:
         import torch
 
-        from evo import tiny
+        from training import models
 
         torch.set_num_threads(threads)
-        model, tokenizer = tiny.load(evaluate_dir)
+        model, tokenizer = models.load(evaluate_dir)
         result = {"task": task_name, "checkpoint": evaluate_dir, "seed": seed}
     if eval_instances:
         result.update(held_out_quality(model, tokenizer, task, held_out, samples=samples, m=config.m,

@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tasks  # noqa: E402
 from evo.compare import summary  # noqa: E402
-from evo.policies.local import Sampler  # noqa: E402
+from evo.policies.sampler import Sampler  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
 from training.advantages import PROMPTS as MODES  # noqa: E402
-from training.trainer import load_model  # noqa: E402
+from training.models import load as load_model  # noqa: E402
 
 KS = (1, 5, 10, 30)
 TOKENS_PER_ROUTE = 64  # a route of 21 moves (the longest budget seen) is 65 characters with its separator

@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tasks  # noqa: E402
-from evo import tiny  # noqa: E402
+from training import models  # noqa: E402
 from tasks.base import ParseError, TemplateMismatch  # noqa: E402
 from tasks.maze import formats  # noqa: E402
 from tasks.maze.env import Maze, step_error, truncate_at_exit  # noqa: E402
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--task", default="maze")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, tokenizer = tiny.load(args.checkpoint)
+    model, tokenizer = models.load(args.checkpoint)
     task = tasks.get(args.task)
     counts: collections.Counter[str] = collections.Counter()
     notes: collections.Counter[str] = collections.Counter()

@@ -11,7 +11,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from evo import tiny
+from training import models
 from training.checkpoint import export
 
 
@@ -20,7 +20,7 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
-    model, tokenizer = tiny.load(args.run)
+    model, tokenizer = models.load(args.run)
     shutil.rmtree(args.out, ignore_errors=True)
     export(model, tokenizer, args.out, half=True)
     for name in ("train_config.json", "metrics.jsonl"):
