@@ -197,7 +197,7 @@ def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path):
     after_candidates, after_evaluations = journal_rows(out)
     assert after_programs[: len(before_programs)] == before_programs  # nothing stored was lost or changed
     assert set(before_evaluations) <= set(after_evaluations)  # nothing evaluated was lost
-    assert set(before_candidates) <= set(after_candidates)
+    assert {row[:3] for row in before_candidates} <= {row[:3] for row in after_candidates}  # (statuses move on)
     data = show(out)
     assert data["iterations"] == 60 > killed_at  # the count continued
     # and the resumed run is the run that was never killed

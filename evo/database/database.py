@@ -169,8 +169,9 @@ class Database:
 
     def commit_iterations(self, batch: Sequence[tuple[int, Sequence[tuple[Candidate, Evaluation]]]],
                           policy: str = "") -> None:
-        """Insert iterations' evaluated candidates and count each iteration, all in ONE transaction
-        (the loop's journal is in the same file, so nothing needs reconciling after a kill)."""
+        """Insert iterations' evaluated candidates, mark them inserted in the journal and count
+        each iteration, all in ONE transaction (the journal is in the same file, so nothing
+        needs reconciling after a kill)."""
         with self._lock, self.store.transaction():
             for iteration, evaluated in batch:
                 if self.iteration != iteration:
@@ -179,6 +180,7 @@ class Database:
                         for c, e in evaluated]
                 if rows:
                     self.add_many(rows)
+                self.journal.mark_inserted(iteration)
                 self.end_iteration()
 
     def _write(self, work: Any) -> Any:

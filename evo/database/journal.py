@@ -20,7 +20,7 @@ from evo.database.store import Store
 from evo.errors import UserError
 from evo.scores import Evaluation, Failure
 
-PENDING, PARSE_ERROR, DUPLICATE = "pending", "parse", "duplicate"
+PENDING, INSERTED, PARSE_ERROR, DUPLICATE = "pending", "inserted", "parse", "duplicate"
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Candidate:
     code: str
     hash: str
     parents: tuple = ()  # ids of the programs shown as parents
-    status: str = PENDING  # pending (to evaluate) | parse | duplicate
+    status: str = PENDING  # pending (to evaluate and insert) | inserted (a program now) | parse | duplicate
     message: str = ""
 
 
@@ -78,6 +78,12 @@ class CandidateJournal:
         rows = [(c.iteration, c.slot, *_dump_evaluation(e)) for c, e in evaluated]
         with self.store.transaction():
             self.store.connection.executemany("INSERT OR REPLACE INTO evaluations VALUES (?,?,?,?,?,?,?,?)", rows)
+
+    def mark_inserted(self, iteration: int) -> None:
+        """The iteration's pending candidates are programs now; in the transaction that inserts them."""
+        with self.store.transaction():
+            self.store.connection.execute("UPDATE candidates SET status = ? WHERE iteration = ? AND status = ?",
+                                          (INSERTED, iteration, PENDING))
 
     def candidates(self, since: int = 0) -> list[Candidate]:
         rows = self.store.connection.execute(
