@@ -34,6 +34,20 @@ def export(model, tokenizer, out: Path, *, half: bool = True) -> None:
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def ship(run: Path, out: Path) -> Path:
+    """A trained run as a checkpoint to ship: `export`'s float16 weights (config.json saying
+    float32), the tokenizer, the training config and metrics, no optimizer state; replaces `out`."""
+    from training import models
+    from training.config import CONFIG_FILE
+
+    model, tokenizer = models.load(str(run))
+    shutil.rmtree(out, ignore_errors=True)
+    export(model, tokenizer, out, half=True)
+    for name in (CONFIG_FILE, METRICS_FILE):
+        shutil.copy(Path(run) / name, Path(out) / name)
+    return Path(out)
+
+
 def snapshot(directory: Path, model, tokenizer, step: int) -> Path:
     """Keep the weights after `step` in `directory/steps/NNNNNN` (float32, no optimizer state)."""
     out = directory / SNAPSHOTS / f"{step:06d}"

@@ -13,19 +13,15 @@ import argparse
 import collections
 import json
 import re
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import tasks  # noqa: E402
-from training import models  # noqa: E402
-from tasks.base import ParseError, TemplateMismatch  # noqa: E402
-from tasks.maze import formats  # noqa: E402
-from tasks.maze.env import Maze, step_error, truncate_at_exit  # noqa: E402
-from training.sft import sample  # noqa: E402
+import tasks
+from tasks.base import ParseError, TemplateMismatch
+from tasks.maze import formats
+from tasks.maze.env import Maze, step_error, truncate_at_exit
+from training import models
+from training.sft import sample
 
 
 def verdict(maze: Maze, text: str) -> str:
