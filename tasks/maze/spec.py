@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from tasks.base import ParseError, TemplateMismatch
 from tasks.maze.env import OBJECTIVES, Maze
 from tasks.spec_files import problem_tables, scorer_file, write_problem
 
 START_LINE = "# EVOLVE-BLOCK-START\n"
 END_LINE = "# EVOLVE-BLOCK-END\n"
+
 
 def block_of(text: str) -> str:
     """The text between the EVOLVE marker lines (the whole text if there are none)."""
@@ -52,7 +51,3 @@ def write_spec(task, instance, directory: Path, initial: str) -> Path:
                             features={name: (f"objective:{name}", [0.0, 1.0], 3) for name in ("gold", "diamond")})
     scorer = scorer_file("one maze", "tasks.maze.spec:score_file", {"MAZE": literal, "STYLE": repr(task.style)})
     return write_problem(directory, tables, {"route.txt": program, "score.py": scorer})
-
-
-def as_array(scores: dict[str, float]) -> np.ndarray:
-    return np.array([scores[name] for name in OBJECTIVES])
