@@ -300,6 +300,7 @@ CREATE TABLE j.evaluations (
     PRIMARY KEY (iteration, slot));
 CREATE TABLE j.commits (iteration INTEGER PRIMARY KEY);
 INSERT INTO j.candidates SELECT * FROM main.candidates;
+UPDATE j.candidates SET status = 'pending' WHERE status = 'inserted';
 INSERT INTO j.evaluations SELECT * FROM main.evaluations;
 DROP TABLE main.candidates;
 DROP TABLE main.evaluations;

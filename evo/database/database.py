@@ -80,7 +80,7 @@ class Database:
             config = cls._settled(path, stored, config)
             db = cls(store, config)
             if adopt is not None:
-                db.journal.adopt(adopt)
+                db.journal.adopt(adopt, committed=db.iteration)
         except UserError:
             store.close()
             raise

@@ -105,9 +105,10 @@ class CandidateJournal:
         """Candidates by outcome: evaluated ok, failed, parse errors, duplicates."""
         return outcome_counts(self.store.connection)
 
-    def adopt(self, legacy: Path) -> bool:
+    def adopt(self, legacy: Path, committed: int) -> bool:
         """Move a run's old `journal.sqlite` (the layout before one file per run) into this
-        store, in one transaction, then delete it; False when there is none."""
+        store, in one transaction, then delete it; False when there is none. The candidates of
+        the `committed` iterations, pending in that layout, are marked inserted."""
         if not legacy.is_file():
             return False
         connection = self.store.connection
@@ -117,6 +118,8 @@ class CandidateJournal:
                 with self.store.transaction():
                     for table in ("candidates", "evaluations"):
                         connection.execute(f"INSERT OR IGNORE INTO {table} SELECT * FROM legacy.{table}")
+                    connection.execute("UPDATE candidates SET status = ? WHERE iteration < ? AND status = ?",
+                                       (INSERTED, committed, PENDING))
             finally:
                 connection.execute("DETACH DATABASE legacy")
         except sqlite3.DatabaseError as error:
