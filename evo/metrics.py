@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
-from scipy.special import gammaln
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -25,6 +23,8 @@ def best_at_k_weights(n: int, k: int) -> np.ndarray:
     if not 1 <= k <= n:
         raise ValueError(f"best_at_k needs 1 <= k <= n; got n={n}, k={k}")
     i = np.arange(1, n + 1)
+    from scipy.special import gammaln  # (scipy on first use: the database imports this module)
+
     log_c = lambda a, b: gammaln(a + 1) - gammaln(b + 1) - gammaln(a - b + 1)  # noqa: E731
     weights = np.zeros(n)
     valid = i >= k
@@ -52,15 +52,34 @@ def diversity(vectors: np.ndarray) -> float:
     return float(distances.sum() / (n * (n - 1)))
 
 
-def pareto_mask(vectors: np.ndarray) -> np.ndarray:
-    """True for rows no other row dominates (>= everywhere and > somewhere; higher is better)."""
+def pareto_mask(vectors: np.ndarray, block: int = 256) -> np.ndarray:
+    """True for each row of (n, d) no other row dominates (>= everywhere, > somewhere; higher
+    is better); equal rows all stay.
+
+    Rows are visited in decreasing order of their sum: a row can only be dominated by a row
+    with a larger sum, and if by any, then by one already on the front.
+    """
     vectors = np.asarray(vectors, dtype=np.float64)
     if len(vectors) == 0:
         return np.zeros(0, dtype=bool)
-    ge = (vectors[:, None, :] >= vectors[None, :, :]).all(-1)
-    gt = (vectors[:, None, :] > vectors[None, :, :]).any(-1)
-    dominated = (ge & gt).any(axis=0)
-    return ~dominated
+    order = np.argsort(-vectors.sum(axis=1), kind="stable")
+    front = np.empty((0, vectors.shape[1]))
+    keep = np.zeros(len(vectors), dtype=bool)
+    for start in range(0, len(order), block):
+        chunk = order[start : start + block]
+        rows = vectors[chunk]
+        alive = ~_dominated_by(rows, front) & ~_dominated_by(rows, rows)
+        keep[chunk[alive]] = True
+        front = np.vstack([front, rows[alive]])
+    return keep
+
+
+def _dominated_by(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
+    if not len(others):
+        return np.zeros(len(rows), dtype=bool)
+    ge = (others[None, :, :] >= rows[:, None, :]).all(axis=2)
+    gt = (others[None, :, :] > rows[:, None, :]).any(axis=2)
+    return (ge & gt).any(axis=1)
 
 
 def pareto_fraction(vectors: np.ndarray) -> float:
@@ -134,6 +153,8 @@ def bootstrap_ci(
     estimate = float(statistic(values))
     if len(values) < 2 or np.ptp(values) == 0:
         return Interval(estimate, estimate, estimate)
+    from scipy import stats
+
     result = stats.bootstrap(
         (values,), statistic, confidence_level=confidence, n_resamples=resamples,
         method="percentile", vectorized=True, random_state=np.random.default_rng(seed),
@@ -158,5 +179,7 @@ def paired_test(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.95, resam
         raise ValueError(f"paired_test needs two 1-D arrays of equal length; got {a.shape} and {b.shape}")
     difference = a - b
     interval = bootstrap_ci(difference, confidence=confidence, resamples=resamples, seed=seed)
+    from scipy import stats
+
     p_value = 1.0 if not difference.any() else float(stats.wilcoxon(difference).pvalue)
     return PairedComparison(interval.estimate, interval.low, interval.high, p_value)

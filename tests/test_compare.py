@@ -74,6 +74,21 @@ def test_sample_pool_matches_budgets_and_scores_sets():
     assert sets[0, :3, 0].max() == 1.0  # demonstrations reach the exit
 
 
+def test_goal_pools_ask_one_prompt_per_weighting_and_held_out_has_the_oracle():
+    import tasks
+
+    task = tasks.get("maze")
+    mazes = pools.held_out(task, 2, seed=3)
+    assert len(mazes.instances) == 2 and len(mazes.fronts) == 2
+    assert mazes.optimum[0] == task.oracle_best(mazes.instances[0])
+    assert pools.held_out(task, 2, seed=3, fronts=False).fronts is None
+    goals = np.random.default_rng(0).dirichlet(np.ones(4), size=(2, 3))
+    policy = Scripted([task.demonstrations(mazes.instances[0], 1, np.random.default_rng(0))])
+    vectors = pools.sample_pool(policy, task, mazes.instances, 1, pools.Sampling(pool=3, batch=2), goals=goals)
+    assert vectors.shape == (2, 3, 4) and policy.calls == [(6, 1)]
+    assert vectors[0].any(axis=1).all()  # maze 0's route answers every goal prompt of maze 0
+
+
 def test_best_so_far_is_monotone_and_scaled(tmp_path):
     # Curves come from a real run database in the search tests below; here the summary alone.
     curves = {"p": np.array([[0.2, 0.5, 1.0], [0.1, 0.1, 0.4]])}
@@ -120,7 +135,7 @@ def test_search_instance_seed_picks_the_hard_instances(tmp_path):
 def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     import torch
 
-    from evo import tiny
+    from training import tiny
 
     torch.manual_seed(0)
     tokenizer = tiny.char_tokenizer()

@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from evo.database import Database, DatabaseConfig, FeatureConfig, Grid, normalized_hash, pareto_mask, topology
+from evo.database import Database, DatabaseConfig, FeatureConfig, Grid, normalized_hash, topology
 from evo.database.config import SearchSettings
 from evo.database.matrix import MemberMatrix
 from evo.selection.population import signature_keys
 from evo.errors import UserError
+from evo.metrics import pareto_mask
 from evo.scores import Evaluation
 
 OBJECTIVES = ("a", "b")

@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import pytest
 
 from evo.database import Database, DatabaseConfig, SearchSettings
-from evo.database.journal import DUPLICATE, PARSE_ERROR
+from evo.database.journal import DUPLICATE, INSERTED, PARSE_ERROR, PENDING
 from evo.loop import Evolution, LoopConfig, run
 from evo.policies.base import Completion
 from evo.policies.mutate import MutatePolicy
@@ -228,10 +228,14 @@ def test_a_kill_inside_the_commit_transaction_leaves_neither_programs_nor_the_co
     assert killed_at == db.iteration <= 5 and reopened.state() == db.state()
     assert max(p.iteration for p in reopened.evaluated(ok_only=False)) < killed_at  # nothing uncounted stayed
     assert len(reopened.journal.candidates()) > killed_at * CONFIG.samples  # the journal kept the rest
+    statuses = {(c.iteration < killed_at, c.status) for c in reopened.journal.candidates()}
+    assert (True, INSERTED) in statuses and (False, PENDING) in statuses  # candidate statuses: same transaction
+    assert (True, PENDING) not in statuses and (False, INSERTED) not in statuses
     resumed = Evolution(CONFIG, reopened)
     assert resumed.committed == killed_at
     assert run(resumed, MutatePolicy(), evaluator).iteration == 24
     assert snapshot(reopened) == snapshot(ref_db) and codes(reopened) == codes(ref_db)
+    assert PENDING not in {c.status for c in reopened.journal.candidates()}  # every candidate is settled
 
 
 class RecordingPolicy(FixedPolicy):

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from evo import tiny
-from evo.policies.local import Sampler
+from training import tiny
+from evo.policies.sampler import Sampler
 from training import loss
 from training.loss import positions, token_logprobs
 

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoModelForCausalLM, GPTNeoXConfig
 
-from evo import tiny
+from training import tiny
 from evo.errors import UserError
 from evo.policies import load
-from evo.policies import fastlm, local
-from evo.policies.local import Sampler
+from evo.policies import fastlm
+from evo.policies.sampler import Sampler, _HFBackend
 from evo.policies.sampling import first_stop, sample_next, tokens_through_stop, top_p_filter
 
 torch.set_num_threads(1)
@@ -154,7 +154,7 @@ def test_eos_ends_a_completion(model) -> None:
 def test_finished_rows_leave_the_batch(model, fast: bool, monkeypatch) -> None:
     sampler = Sampler(model, TOK, fast=fast)
     sampler.eos_ids = tuple(range(4, 40))  # a third of the alphabet ends a row: lengths spread out
-    backend = fastlm.FastLM if fast else local._HFBackend
+    backend = fastlm.FastLM if fast else _HFBackend
     calls = []
     select = backend.select
     monkeypatch.setattr(backend, "select", lambda self, keep: calls.append(len(keep)) or select(self, keep))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tasks
-from evo import tiny
+from training import models, tiny
 from training.sft import SFTConfig, collate, encode, micro_batches, sample, score_completions, train
 
 SHIPPED = Path(__file__).resolve().parent.parent / "evo" / "checkpoints" / "maze-warmup"
@@ -75,6 +75,20 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
     assert figures["checkpoint"] == str(out) and figures["samples"] == 3 and figures["m3_samples"] == 1
 
 
+def test_held_out_scoring_follows_the_shared_completion_rules():
+    from evo.policies.base import Completion
+
+    task = tasks.get("maze")
+    instance = task.instances("test", 1, seed=3)[0]
+    route = task.demonstrations(instance, 1, np.random.default_rng(0))
+    completions = [Completion(route), Completion(route, finish_reason="length"), Completion("no route")]
+    rows, parsed = score_completions(task, instance, completions, 1)
+    assert parsed == 1 and rows.shape == (3, len(task.objectives))
+    assert rows[0].any() and not rows[1:].any()  # cut off by the token budget, unparseable: zero rows
+    rows, parsed = score_completions(task, instance, [Completion(f"{route}|{route}")], 2)
+    assert parsed == 1 and rows[0].any() and not rows[1].any()  # a repeated answer is a zero row
+
+
 @pytest.mark.slow
 def test_sft_lowers_the_loss():
     torch.set_num_threads(1)
@@ -90,12 +104,12 @@ NOTES_SHIPPED = SHIPPED.parent / "maze-notes-warmup"
 def single_route_rates(checkpoint: Path, task, tokens: int) -> tuple[float, float]:
     """Parse rate and exit rate of 8 single-route samples on each of 6 held-out mazes."""
     torch.set_num_threads(1)
-    model, tokenizer = tiny.load(checkpoint)
+    model, tokenizer = models.load(checkpoint)
     parsed = reached = total = 0
     for i, instance in enumerate(task.instances("test", 6, seed=11)):
-        texts = sample(model, tokenizer, [task.prompt(instance, 1)], 8, tokens, temperature=1.0, seed=i)[0]
-        rows, ok = score_completions(task, instance, texts, 1)
-        parsed, reached, total = parsed + ok, reached + int((rows[:, 0] > 0).sum()), total + len(texts)
+        completions = sample(model, tokenizer, [task.prompt(instance, 1)], 8, tokens, temperature=1.0, seed=i)[0]
+        rows, ok = score_completions(task, instance, completions, 1)
+        parsed, reached, total = parsed + ok, reached + int((rows[:, 0] > 0).sum()), total + len(completions)
     return parsed / total, reached / total
 
 
@@ -106,10 +120,10 @@ def test_shipped_warmup_answers_held_out_mazes():
     parsed, reached = single_route_rates(SHIPPED, task, 80)
     # a sanity floor for the shipped file (the measured figures are in docs/tasks.md)
     assert parsed >= 0.8 and reached >= 0.05, (parsed, reached)
-    model, tokenizer = tiny.load(SHIPPED)
+    model, tokenizer = models.load(SHIPPED)
     instance = task.instances("test", 6, seed=11)[-1]
-    texts = sample(model, tokenizer, [task.prompt(instance, 3)], 4, 240, temperature=1.0, seed=0)[0]
-    assert score_completions(task, instance, texts, 3)[1] >= 2  # the 3-route template
+    completions = sample(model, tokenizer, [task.prompt(instance, 3)], 4, 240, temperature=1.0, seed=0)[0]
+    assert score_completions(task, instance, completions, 3)[1] >= 2  # the 3-route template
 
 
 @pytest.mark.slow

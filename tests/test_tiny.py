@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from evo import tiny
+from training import tiny
 
 torch.set_num_threads(1)
 TOK = tiny.char_tokenizer()

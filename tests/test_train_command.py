@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from evo import tiny
+from training import tiny
 from training import checkpoint
 
 pytestmark = pytest.mark.slow

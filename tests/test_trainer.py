@@ -10,9 +10,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from evo.errors import UserError
-from evo.tiny import char_tokenizer
+from training.tiny import char_tokenizer
 from tests.toytask import CharMix
-from training import checkpoint
+from training import checkpoint, models
 from training.config import TrainConfig
 from tasks.completions import score_completion
 from training.rollouts import check_template
@@ -121,24 +121,32 @@ def test_grpo_learns_the_scalar_it_is_given(init_dir, tmp_path):
 
 
 def test_snapshots_keep_the_weights_of_every_nth_step(init_dir, tmp_path):
-    from evo import tiny
-
     run(config(init_dir, tmp_path / "o", steps=4, snapshot_every=2), task=CharMix(), progress=False)
     kept = sorted(p.name for p in (tmp_path / "o" / checkpoint.SNAPSHOTS).iterdir())
     assert kept == ["000002", "000004"]
-    last, _ = tiny.load(tmp_path / "o" / "steps" / "000004")
-    final, _ = tiny.load(tmp_path / "o")
+    last, _ = models.load(tmp_path / "o" / "steps" / "000004")
+    final, _ = models.load(tmp_path / "o")
     assert all(torch.equal(a, b) for a, b in zip(last.state_dict().values(), final.state_dict().values()))
     assert not (tmp_path / "o" / "steps" / "000004" / checkpoint.STATE_FILE).exists()
+    shipped = checkpoint.ship(tmp_path / "o", tmp_path / "shipped")  # what examples/maze/ship.py does
+    assert {"train_config.json", "metrics.jsonl", "config.json"} <= {p.name for p in shipped.iterdir()}
+    assert not (shipped / checkpoint.STATE_FILE).exists()
+    assert json.loads((shipped / "config.json").read_text())["dtype"] == "float32"
+    half, _ = models.load(shipped)
+    assert all(torch.equal(a.half().float(), b) for a, b in zip(final.state_dict().values(), half.state_dict().values()))
+    early = checkpoint.ship(tmp_path / "o", tmp_path / "shipped-2", step=2)  # ship.py --step 2: a snapshot
+    assert [json.loads(r)["step"] for r in (early / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    snap, _ = models.load(tmp_path / "o" / "steps" / "000002")
+    assert all(torch.equal(a.half().float(), b) for a, b in zip(snap.state_dict().values(), models.load(early)[0].state_dict().values()))
+    with pytest.raises(UserError, match="no checkpoint at"):
+        checkpoint.ship(tmp_path / "o", tmp_path / "shipped-3", step=3)
 
 
 def test_export_stores_half_weights_but_says_float32(init_dir, tmp_path):
-    from evo import tiny
-
-    model, tok = tiny.load(init_dir)
+    model, tok = models.load(init_dir)
     checkpoint.export(model, tok, tmp_path / "ship", half=True)
     assert json.loads((tmp_path / "ship" / "config.json").read_text())["dtype"] == "float32"
     assert next(model.parameters()).dtype == torch.float32  # the caller's model is untouched
-    shipped, _ = tiny.load(tmp_path / "ship")
+    shipped, _ = models.load(tmp_path / "ship")
     for a, b in zip(model.state_dict().values(), shipped.state_dict().values()):
         assert torch.equal(a.half().float(), b)

@@ -22,10 +22,10 @@ import pytest
 import torch
 
 import tasks
-from evo import tiny
 from evo.errors import UserError
 from evo.policies import CHECKPOINTS, load
-from evo.policies.local import Sampler
+from evo.policies.sampler import Sampler
+from training import models, tiny
 from tests.test_policies_local import TOK, sharp_model, teacher_forced
 
 VLLM_PY = os.environ.get("VPO_EVO_VLLM_PYTHON", "")
@@ -113,7 +113,7 @@ def served(checkpoints, tmp_path_factory):
 
 @needs_vllm
 def test_vllm_serve_through_openai_policy(served, checkpoints) -> None:
-    model, _ = tiny.load(checkpoints[0])
+    model, _ = models.load(checkpoints[0])
     policy = load(f"openai:{served}#tiny;logprobs;token_ids;timeout=60")
     out = policy.generate(PROMPTS, n=3, max_new_tokens=12, temperature=1.0, seed=1)
     assert [len(g) for g in out] == [3, 3, 3]
@@ -131,7 +131,7 @@ def test_vllm_serve_through_openai_policy(served, checkpoints) -> None:
 
 @needs_vllm
 def test_vllm_serve_greedy_and_stop_match_local_sampler(served, checkpoints) -> None:
-    model, tok = tiny.load(checkpoints[0])
+    model, tok = models.load(checkpoints[0])
     sampler, policy = Sampler(model, tok), load(f"openai:{served}#tiny")
     ours = sampler.sample(PROMPTS, n=2, max_new_tokens=16, temperature=0.0).completions
     theirs = policy.generate(PROMPTS, n=2, max_new_tokens=16, temperature=0.0)
@@ -190,7 +190,7 @@ def test_vllm_in_process_policy_and_weight_reload(checkpoints, tmp_path) -> None
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
     assert run.returncode == 0 and lines, run.stderr[-3000:]
     result = json.loads(lines[-1][len("RESULT "):])
-    model_a, model_b = (tiny.load(p)[0] for p in checkpoints)
+    model_a, model_b = (models.load(p)[0] for p in checkpoints)
     assert result["loaded"] == len(model_b.state_dict())
     assert all(g[0] == g[1] for g in result["greedy"])
     assert result["tiny_t"] == result["greedy"]  # a temperature under 1e-5 is greedy, asked once and repeated

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from evo import tiny
+from training import tiny
 from evo.policies.base import Completion
 from tests.test_trainer import warm_up
 from tests.test_vllm import KV_BYTES, VLLM_PY, needs_vllm, vllm_env
@@ -36,11 +36,12 @@ import dataclasses, json, sys
 if __name__ == "__main__":
     import torch
     torch.set_num_threads(1)
-    from evo.policies.local import Sampler
+    from evo.policies.sampler import Sampler
     from tests.toytask import CharMix
     from training.config import TrainConfig
     from training.engines import logprob_gap
-    from training.trainer import load_model, setup, train_step
+    from training.models import load as load_model
+    from training.trainer import setup, train_step
     init, out, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
     base = dict(task="charmix", algo="grpo", init=init, steps=4, prompts=3, group=4, max_new_tokens=12, lr=3e-3,
                 seed=5, vllm_options={"kv_cache_memory_bytes": kv, "max_model_len": 128})

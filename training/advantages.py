@@ -19,6 +19,8 @@ import numpy as np
 from scipy.special import comb
 from scipy.stats import gamma, qmc
 
+from evo.scores import scalarize
+
 EPS = 1e-6
 
 Estimator = Callable[..., np.ndarray]
@@ -87,25 +89,20 @@ def zscore(values: np.ndarray, eps: float = EPS) -> np.ndarray:
     return np.where(std < eps, 0.0, centred / (std + eps))
 
 
-def scalar(rewards: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The deployment scalar of every answer: (..., d) -> (...)."""
-    return rewards @ weights / weights.sum()
-
-
 @register("grpo")
 def grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return zscore(scalar(rewards[:, :, 0], weights))
+    return zscore(scalarize(rewards[:, :, 0], weights))
 
 
 @register("dr_grpo")
 def dr_grpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    s = scalar(rewards[:, :, 0], weights)
+    s = scalarize(rewards[:, :, 0], weights)
     return s - s.mean(axis=1, keepdims=True)
 
 
 @register("rloo")
 def rloo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    s = scalar(rewards[:, :, 0], weights)
+    s = scalarize(rewards[:, :, 0], weights)
     g = s.shape[1]
     if g < 2:
         return np.zeros_like(s)
@@ -114,7 +111,7 @@ def rloo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) 
 
 @register("maxrl")
 def maxrl(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, eps: float = EPS) -> np.ndarray:
-    s = scalar(rewards[:, :, 0], weights)
+    s = scalarize(rewards[:, :, 0], weights)
     mean = s.mean(axis=1, keepdims=True)
     return (s - mean) / (mean + eps)
 
@@ -133,7 +130,7 @@ def gdpo(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) 
 @register("multi_rlvr", prompt="set")
 def multi_rlvr(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """m answers, fixed scalar, set score = sum of the answers' scalars."""
-    return zscore(scalar(rewards, weights).sum(axis=2))
+    return zscore(scalarize(rewards, weights).sum(axis=2))
 
 
 @register("random_weight_grpo")
@@ -174,7 +171,7 @@ def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 @register("maxk")
 def maxk(rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, k: int | None = None) -> np.ndarray:
     """PKPO: unbiased max@k effective rewards minus the loo-1 baseline, then z-scored."""
-    s = scalar(rewards[:, :, 0], weights)
+    s = scalarize(rewards[:, :, 0], weights)
     n = s.shape[1]
     k = max(2, n // 2) if k is None else k
     if not 2 <= k <= n:

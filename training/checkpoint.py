@@ -13,6 +13,8 @@ from pathlib import Path
 
 import torch
 
+from evo.errors import UserError
+
 STATE_FILE = "trainer_state.pt"
 METRICS_FILE = "metrics.jsonl"
 SNAPSHOTS = "steps"  # out/steps/000100: the weights after step 100, for held-out curves
@@ -32,6 +34,27 @@ def export(model, tokenizer, out: Path, *, half: bool = True) -> None:
         if key in config:
             config[key] = "float32"
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def ship(run: Path, out: Path, step: int = 0) -> Path:
+    """A trained run as a checkpoint to ship: `export`'s float16 weights (config.json saying
+    float32), the tokenizer, the training config and metrics, no optimizer state; replaces `out`.
+    `step`: ship the run's snapshot of that step (`snapshot`), its metrics up to that step."""
+    from training import models
+    from training.config import CONFIG_FILE
+
+    run, out = Path(run), Path(out)
+    weights = run / SNAPSHOTS / f"{step:06d}" if step else run
+    if not (weights / "config.json").is_file():
+        raise UserError(f"no checkpoint at {weights}: pass a run directory (and a step it kept a snapshot of)")
+    model, tokenizer = models.load(str(weights))
+    shutil.rmtree(out, ignore_errors=True)
+    export(model, tokenizer, out, half=True)
+    shutil.copy(run / CONFIG_FILE, out / CONFIG_FILE)
+    rows = (run / METRICS_FILE).read_text().splitlines()
+    kept = [row for row in rows if not step or json.loads(row)["step"] <= step]
+    (out / METRICS_FILE).write_text("".join(row + "\n" for row in kept))
+    return out
 
 
 def snapshot(directory: Path, model, tokenizer, step: int) -> Path:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from evo.policies.base import Completion
-from evo.policies.local import Rollout
+from evo.policies.sampler import Rollout
 from training.loss import token_logprobs
 from training.models import autocast, merged
 
@@ -89,7 +89,7 @@ class VLLMSampler:
 
     def __init__(self, model: torch.nn.Module, tokenizer, path: str, *, sync_every: int = 1, bf16: bool = False,
                  engine: dict | None = None) -> None:
-        from evo.policies.local import context_length
+        from evo.policies.sampler import context_length
         from evo.policies.vllm_engine import VLLMPolicy
 
         self.model, self.sync_every, self.bf16 = model, sync_every, bf16

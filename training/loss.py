@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from evo.policies.local import Rollout, cache_argument
+from evo.policies.sampler import Rollout, cache_argument
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:

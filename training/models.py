@@ -12,14 +12,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from evo.errors import UserError
+from evo.policies.local import load_causal_lm
 
 DEVICES = ("auto", "cpu", "cuda")
-GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj")  # Llama-family and GPT-2 names
 
 
@@ -44,38 +43,13 @@ def resolve_device(name: str) -> str:
 
 def load(path: str, options: ModelOptions = ModelOptions()) -> tuple[torch.nn.Module, object]:
     """A float32 causal LM from a Hugging Face directory on the options' device, and its tokenizer."""
-    from transformers import AutoModelForCausalLM
-
-    if not (Path(path) / "config.json").exists():
-        raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-        tokenizer = load_tokenizer(path)
-    except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load a causal LM from {path}: {str(exc).splitlines()[0]}") from None
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = model.to(resolve_device(options.device))
+    model, tokenizer = load_causal_lm(path, device=resolve_device(options.device))
     if options.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache
     if options.lora_rank:
         model = with_lora(model, options.lora_rank, options.lora_alpha)
     return model.eval(), tokenizer
-
-
-def load_tokenizer(path: str):
-    """The directory's tokenizer. A generic fast tokenizer (tokenizer_config.json says
-    TokenizersBackend or PreTrainedTokenizerFast) is loaded as that: transformers 5's
-    AutoTokenizer would otherwise rebuild it as the model type's own class (a word-level
-    tokenizer beside a Qwen2 config becomes a byte-level BPE)."""
-    import json
-
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    declared = Path(path) / "tokenizer_config.json"
-    generic = declared.exists() and json.loads(declared.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS
-    return (PreTrainedTokenizerFast if generic else AutoTokenizer).from_pretrained(path)
 
 
 def with_lora(model: torch.nn.Module, rank: int, alpha: float) -> torch.nn.Module:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from evo.errors import UserError
-from evo.policies.local import Rollout, Sampler
+from evo.policies.sampler import Rollout, Sampler
 from tasks.base import GoalConditioned, Instance, Task
 from tasks.completions import score_completion
 from training.advantages import entry

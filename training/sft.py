@@ -18,8 +18,11 @@ import torch
 
 from evo import metrics
 from evo.errors import UserError
-from evo.policies.local import Sampler, context_length
-from tasks.base import Instance, ParseError, Task, TemplateMismatch
+from evo.policies.base import Completion
+from evo.policies.sampler import Sampler, context_length
+from evo.scores import scalarize
+from tasks.base import Instance, Task
+from tasks.completions import score_completion
 
 
 @dataclass(frozen=True)
@@ -122,26 +125,18 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
 
 
 def sample(model, tokenizer, prompts: Sequence[str], n: int, max_new_tokens: int,
-           temperature: float = 1.0, seed: int = 0) -> list[list[str]]:
-    """`n` sampled completions per prompt (text after the prompt, cut at eos)."""
-    rollout = Sampler(model, tokenizer).sample(list(prompts), n=n, max_new_tokens=max_new_tokens,
-                                               temperature=temperature, seed=seed)
-    return [[completion.text for completion in row] for row in rollout.completions]
+           temperature: float = 1.0, seed: int = 0) -> list[list[Completion]]:
+    """`n` sampled completions per prompt (text after the prompt, cut at eos, with its finish reason)."""
+    return Sampler(model, tokenizer).sample(list(prompts), n=n, max_new_tokens=max_new_tokens,
+                                            temperature=temperature, seed=seed).completions
 
 
-def score_completions(task: Task, instance: Instance, completions: Sequence[str], m: int) -> tuple[np.ndarray, int]:
-    """Reward rows of all answers (an unparseable completion gives m zero rows) and the
+def score_completions(task: Task, instance: Instance, completions: Sequence[Completion], m: int) -> tuple[np.ndarray, int]:
+    """Reward rows of all answers under the shared completion rules (tasks.completions: an
+    unparseable or truncated completion gives m zero rows, repeated answers zero rows) and the
     number of completions that parsed."""
-    rows, parsed = [], 0
-    for text in completions:
-        try:
-            answers = task.parse(instance, text, m)
-        except (ParseError, TemplateMismatch):
-            rows.append(np.zeros((m, len(task.objectives))))
-            continue
-        parsed += 1
-        rows.append(task.score(instance, answers))
-    return np.concatenate(rows), parsed
+    scored = [score_completion(task, instance, c.text, c.finish_reason == "stop", m) for c in completions]
+    return np.concatenate([rows for rows, _ in scored]), sum(ok for _, ok in scored)
 
 
 def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30, m: int = 1,
@@ -156,16 +151,15 @@ def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, sam
     (`solved_at_k`), and `front_coverage_at_k`: under `weightings` Dirichlet(1) weightings,
     the best answer's weighted score as a fraction of the front's best (the trade-offs that
     VPO trains for; 1 = every weighting is served optimally)."""
-    weights = np.asarray(task.weights, dtype=np.float64)
     dirichlet = np.random.default_rng(seed).dirichlet(np.ones(len(task.objectives)), size=weightings)
     started = time.time()
     parsed = nonzero = total = answers = 0
     scalars, bests, optimum, coverage = [], [], [], []
     for i, instance in enumerate(instances):
-        texts = sample(model, tokenizer, [task.prompt(instance, m)], samples, max_new_tokens, temperature, seed + i)[0]
-        rows, ok = score_completions(task, instance, texts, m)
-        values = rows @ weights / weights.sum()
-        parsed, total = parsed + ok, total + len(texts)
+        completions = sample(model, tokenizer, [task.prompt(instance, m)], samples, max_new_tokens, temperature, seed + i)[0]
+        rows, ok = score_completions(task, instance, completions, m)
+        values = scalarize(rows, task.weights)
+        parsed, total = parsed + ok, total + len(completions)
         nonzero += int(np.any(rows > 0, axis=1).sum())
         answers += len(rows)
         scalars.append(values.mean())

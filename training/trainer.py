@@ -19,6 +19,7 @@ from tqdm import tqdm
 import tasks
 from evo import metrics
 from evo.errors import UserError
+from evo.scores import scalarize
 from tasks.base import Similar
 from training import advantages, checkpoint, diversity, models
 from training.config import TrainConfig
@@ -37,10 +38,6 @@ class State:
     step: int  # finished steps
     sampler: object | None = None  # None: the local Sampler; else training.engines.VLLMSampler
     encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
-
-
-def load_model(path: str, options: models.ModelOptions = models.ModelOptions()):
-    return models.load(path, options)
 
 
 def get_task(name: str) -> tasks.Task:
@@ -64,7 +61,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         import_vllm()  # before any work: a missing vLLM is one line
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
-    model, tokenizer = load_model(str(out) if resume else config.init, config.model_options)
+    model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
     step = 0
@@ -73,7 +70,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = load_model(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
+    reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
     sampler = None
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
@@ -191,7 +188,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
 def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
     rewards = rolls.rewards  # (B, G, m, d)
     b, g, m, d = rewards.shape
-    scalars = advantages.scalar(rewards, task.weights)
+    scalars = scalarize(rewards, task.weights)
     record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(task.objectives)}
     record.update({
         "scalar": float(scalars.mean()),

@@ -104,8 +104,7 @@ def command(task_name, policies, answers, k_text, instances, pool, temperature, 
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
     sampling = Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
     settings = Search(instances=search_instances, seeds=search_seeds, calls=search_calls, instance_seed=search_instance_seed)
-    held_out = task.instances("test", instances, seed=seed)
-    optimum = np.array([task.oracle_best(i) for i in held_out])
+    held_out = pools.held_out(task, instances, seed, fronts=False)
     out.mkdir(parents=True, exist_ok=True)
 
     from tqdm import tqdm
@@ -115,8 +114,8 @@ def command(task_name, policies, answers, k_text, instances, pool, temperature, 
         vectors, columns, curves = {}, {}, {}
         for c in contenders:
             bar.set_description(f"sampling {c.name}")
-            vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out, c.answers, sampling, bar.update)
-            columns[c.name] = summary.per_instance(vectors[c.name], task.weights, optimum, ks)
+            vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out.instances, c.answers, sampling, bar.update)
+            columns[c.name] = summary.per_instance(vectors[c.name], task.weights, held_out.optimum, ks)
         for c in contenders if settings.instances else ():
             bar.set_description(f"searching {c.name}")
             curves[c.name] = search.curves(task, c.uri, loaded[c.name], settings, out / "search" / c.name, lambda: bar.update(1))

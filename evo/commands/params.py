@@ -1,6 +1,7 @@
-"""Click option types for the sampling settings, checked by the policies' own range rules
+"""Click option types: the sampling settings, checked by the policies' own range rules
 (evo/policies/options.py), so a bad value is refused before any policy is built or called;
-and the NAME=VALUE pairs of `--policy` (evo compare, evo run) and `--answers`."""
+the NAME=VALUE pairs of `--policy` (evo compare, evo run) and `--answers`; flags whose
+defaults are a config dataclass's fields; choices read from a registry."""
 
 from __future__ import annotations
 
@@ -56,3 +57,41 @@ class SamplingParam(click.ParamType):
 TEMPERATURE = SamplingParam("temperature")
 TOP_P = SamplingParam("top_p")
 MAX_NEW_TOKENS = SamplingParam("max_new_tokens")
+
+
+class ConfigOption(click.Option):
+    """A flag whose default is the field of the same name in a frozen config dataclass
+    ("module:Class", e.g. training.config:TrainConfig), read when first needed: the configs
+    live in `training/`, which imports torch, and `evo --help` imports every command module."""
+
+    def __init__(self, *decls, config: str, **attrs) -> None:
+        super().__init__(*decls, show_default=True, **attrs)
+        self.config = config
+
+    def get_default(self, ctx: click.Context, call: bool = True):
+        return config_default(self.config, self.name)
+
+
+def config_default(config: str, name: str):
+    """The default of field `name` of the dataclass "module:Class"."""
+    import dataclasses
+    import importlib
+
+    module, _, cls = config.partition(":")
+    field = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}[name]
+    return field.default_factory() if field.default is dataclasses.MISSING else field.default
+
+
+class LazyChoice(click.Choice):
+    """A choice among the names of a registry or tuple ("module:NAME"), read when first needed."""
+
+    def __init__(self, names: str) -> None:
+        self.names = names
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        import importlib
+
+        module, _, name = self.names.partition(":")
+        return tuple(sorted(getattr(importlib.import_module(module), name)))

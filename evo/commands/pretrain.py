@@ -12,14 +12,12 @@ from evo.commands import params
 from evo.errors import UserError
 
 
-class SFTOption(click.Option):
-    """A flag whose default is the `training.sft.SFTConfig` field of the same name, read when
-    first needed: training imports torch, and `evo --help` imports this module."""
+SFT_CONFIG = "training.sft:SFTConfig"
 
-    def get_default(self, ctx: click.Context, call: bool = True):
-        from training.sft import SFTConfig
 
-        return getattr(SFTConfig, self.name)
+def sft_option(*decls, **attrs):
+    """A flag for the SFTConfig field of the same name, with that field's default."""
+    return click.option(*decls, cls=params.ConfigOption, config=SFT_CONFIG, **attrs)
 
 
 BASE_CONTEXT = 512  # the model context unless the task needs more (not tiny.DEFAULT_CONTEXT, the tokenizer's limit)
@@ -68,7 +66,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
     import torch
     from tqdm import tqdm
 
-    from evo import tiny
+    from training import models, tiny
     from training.checkpoint import export
     from training.sft import train
 
@@ -77,7 +75,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
         tokenizer = tiny.char_tokenizer()
         model = tiny.new_model(size, arch, tokenizer, context=context, seed=config.seed)
     else:
-        model, tokenizer = tiny.load(init)
+        model, tokenizer = models.load(init)
     started, cpu_started = time.time(), time.process_time()
     with tqdm(total=config.steps, desc=f"pretrain {task_name}", unit="step") as bar:
         def on_step(step: int, loss: float) -> None:
@@ -103,16 +101,16 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
 @click.option("--size", default="nano", show_default=True, help="Tiny model size: nano (~1M), nano8 (nano with 8 heads), micro (~5M) or small (~25M).")
 @click.option("--arch", default="gpt2", show_default=True, type=click.Choice(["gpt2", "llama"]))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Checkpoint directory (required to train).")
-@click.option("--steps", cls=SFTOption, show_default=True, type=click.IntRange(1))
-@click.option("--decay-steps", cls=SFTOption, show_default=True, type=click.IntRange(0),
+@sft_option("--steps", type=click.IntRange(1))
+@sft_option("--decay-steps", type=click.IntRange(0),
               help="Length of the cosine learning-rate schedule (0: --steps).")
-@click.option("--batch-size", cls=SFTOption, show_default=True, type=click.IntRange(1))
-@click.option("--lr", cls=SFTOption, show_default=True, type=float)
-@click.option("--pool", cls=SFTOption, show_default=True, type=click.IntRange(1), help="Training instances.")
-@click.option("--multi-fraction", cls=SFTOption, show_default=True, type=click.FloatRange(0, 1),
+@sft_option("--batch-size", type=click.IntRange(1))
+@sft_option("--lr", type=float)
+@sft_option("--pool", type=click.IntRange(1), help="Training instances.")
+@sft_option("--multi-fraction", type=click.FloatRange(0, 1),
               help="Share of demonstrations in the m-answer template.")
-@click.option("--seed", cls=SFTOption, show_default=True, type=int)
-@click.option("--threads", cls=SFTOption, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
+@sft_option("--seed", type=int)
+@sft_option("--threads", type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--context", type=click.IntRange(64),
               help="Model context (tokens). Default: 512, or what TASK's prompts and answers need, rounded up to 64.")
 @click.option("--save-every", default=0, show_default=True, type=click.IntRange(0),
@@ -141,7 +139,7 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
                        threads=threads, multi_fraction=multi_fraction)
     held_out = task.instances("test", eval_instances, seed=seed)
     if evaluate_dir is None:
-        from evo import tiny
+        from training import tiny
 
         if out_dir is None:
             raise UserError("pass --out DIR for the checkpoint (or --evaluate DIR to only evaluate one)")
@@ -155,10 +153,10 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     else:
         import torch
 
-        from evo import tiny
+        from training import models
 
         torch.set_num_threads(threads)
-        model, tokenizer = tiny.load(evaluate_dir)
+        model, tokenizer = models.load(evaluate_dir)
         result = {"task": task_name, "checkpoint": evaluate_dir, "seed": seed}
     if eval_instances:
         result.update(held_out_quality(model, tokenizer, task, held_out, samples=samples, m=config.m,

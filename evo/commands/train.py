@@ -13,18 +13,13 @@ from evo.commands import params
 from evo.errors import UserError
 
 
-class Algorithms(click.Choice):
-    """The registered advantage estimators (`training.advantages.REGISTRY`), read when first
-    needed so that `evo --help` does not import the training package."""
+TRAIN_CONFIG = "training.config:TrainConfig"
+NOT_FLAGS = ("task", "algo", "init", "out", "steps", "options", "vllm_options")  # flags of their own below
 
-    def __init__(self) -> None:
-        self.case_sensitive = True
 
-    @property
-    def choices(self) -> tuple[str, ...]:
-        from training.advantages import REGISTRY
-
-        return tuple(sorted(REGISTRY))
+def config_option(*decls, **attrs):
+    """A flag for the TrainConfig field of the same name, with that field's default."""
+    return click.option(*decls, cls=params.ConfigOption, config=TRAIN_CONFIG, **attrs)
 
 
 def list_algos(ctx: click.Context, _param, value: bool) -> None:
@@ -66,7 +61,7 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
     if init is None or settings["task"] is None:
         raise UserError("--task and --init are required (unless --resume)")
     try:
-        return TrainConfig(init=init, out=str(out), steps=steps or 200, **settings)
+        return TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
     except ValueError as error:
         raise UserError(str(error)) from None
 
@@ -91,62 +86,58 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
 
 @click.command()
 @click.option("--task", help="Task family (see `evo tasks`).")
-@click.option("--algo", type=Algorithms(), default="vpo", show_default=True, help="Advantage estimator.")
+@click.option("--algo", type=params.LazyChoice("training.advantages:REGISTRY"), default="vpo", show_default=True,
+              help="Advantage estimator.")
 @click.option("--list-algos", is_flag=True, expose_value=False, is_eager=True, callback=list_algos,
               help="Print each estimator and the prompt it trains on (single, set or goal), then exit.")
 @click.option("--init", type=click.Path(file_okay=False), help="Hugging Face directory to start from.")
-@click.option("--steps", type=click.IntRange(1), help="Total training steps (default 200).")
+@click.option("--steps", type=click.IntRange(1), help="Total training steps (default: TrainConfig's, 200).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out (to --steps).")
-@click.option("--prompts", default=16, show_default=True, type=click.IntRange(1), help="Prompts per step.")
-@click.option("--group", default=8, show_default=True, type=click.IntRange(1), help="Rollouts per prompt (G).")
-@click.option("--answers", default=3, show_default=True, type=click.IntRange(1), help="Answers per rollout of multi-answer algos (`set` in --list-algos).")
-@click.option("--max-new-tokens", default=64, show_default=True, type=params.MAX_NEW_TOKENS)
-@click.option("--temperature", default=1.0, show_default=True, type=params.TEMPERATURE)
-@click.option("--lr", default=2e-4, show_default=True, type=float)
-@click.option("--kl-coef", default=0.0, show_default=True, type=float, help="k3 KL to the --init model.")
-@click.option("--entropy-coef", default=0.0, show_default=True, type=click.FloatRange(0),
-              help="Entropy bonus: the loss subtracts this x mean token entropy.")
-@click.option("--diversity-coef", default=0.0, show_default=True, type=click.FloatRange(0),
-              help="DARLING-style reward: r x (1 + this x mean distance to the group's other answers); single-answer algos.")
-@click.option("--eps-low", default=0.2, show_default=True, type=float, help="PPO clip below: ratio >= 1 - eps-low.")
-@click.option("--eps-high", default=0.2, show_default=True, type=float, help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28).")
-@click.option("--ppo-epochs", default=1, show_default=True, type=click.IntRange(1))
-@click.option("--micro-batches", default=1, show_default=True, type=click.IntRange(1), help="Gradient accumulation chunks.")
-@click.option("--save-every", default=50, show_default=True, type=click.IntRange(1))
-@click.option("--snapshot-every", default=0, show_default=True, type=click.IntRange(0),
-              help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
-@click.option("--bf16/--no-bf16", default=False, show_default=True, help="bfloat16 autocast (fast on CPUs with AMX or AVX512-BF16).")
-@click.option("--seed", default=0, show_default=True, type=int)
+@config_option("--prompts", type=click.IntRange(1), help="Prompts per step.")
+@config_option("--group", type=click.IntRange(1), help="Rollouts per prompt (G).")
+@config_option("--answers", type=click.IntRange(1), help="Answers per rollout of multi-answer algos (`set` in --list-algos).")
+@config_option("--max-new-tokens", type=params.MAX_NEW_TOKENS)
+@config_option("--temperature", type=params.TEMPERATURE)
+@config_option("--top-p", type=params.TOP_P)
+@config_option("--lr", type=float)
+@config_option("--weight-decay", type=click.FloatRange(0), help="AdamW weight decay.")
+@config_option("--max-grad-norm", type=click.FloatRange(0, min_open=True), help="Gradient clipping norm.")
+@config_option("--kl-coef", type=float, help="k3 KL to the --init model.")
+@config_option("--entropy-coef", type=click.FloatRange(0), help="Entropy bonus: the loss subtracts this x mean token entropy.")
+@config_option("--diversity-coef", type=click.FloatRange(0),
+               help="DARLING-style reward: r x (1 + this x mean distance to the group's other answers); single-answer algos.")
+@config_option("--eps-low", type=float, help="PPO clip below: ratio >= 1 - eps-low.")
+@config_option("--eps-high", type=float, help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28).")
+@config_option("--ppo-epochs", type=click.IntRange(1))
+@config_option("--micro-batches", type=click.IntRange(1), help="Gradient accumulation chunks.")
+@config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
+@config_option("--save-every", type=click.IntRange(1))
+@config_option("--snapshot-every", type=click.IntRange(0),
+               help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
+@config_option("--bf16/--no-bf16", help="bfloat16 autocast (fast on CPUs with AMX or AVX512-BF16).")
+@config_option("--seed", type=int)
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
-@click.option("--rollouts", type=click.Choice(["local", "vllm"]), default="local", show_default=True,
-              help="Sample with the in-process sampler or vLLM's engine (weights pushed in after each sync).")
-@click.option("--sync-every", default=1, show_default=True, type=click.IntRange(1), help="--rollouts vllm: optimizer steps between weight syncs.")
+@config_option("--rollouts", type=params.LazyChoice("training.config:ROLLOUTS"),
+               help="Sample with the in-process sampler or vLLM's engine (weights pushed in after each sync).")
+@config_option("--sync-every", type=click.IntRange(1), help="--rollouts vllm: optimizer steps between weight syncs.")
 @click.option("--vllm-option", "vllm_options", multiple=True, metavar="KEY=VALUE", help="vLLM engine option, e.g. gpu_memory_utilization=0.4.")
 @click.option("--engine", type=click.Choice(["ours", "trl"]), default="ours", show_default=True,
               help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")
 @click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate mode).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--chat/--no-chat", default=None, help="Apply the tokenizer's chat template (default: when it has one).")
-@click.option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
-@click.option("--lora-rank", default=0, show_default=True, type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
-@click.option("--lora-alpha", default=16.0, show_default=True, type=float)
-def command(task, algo, init, steps, out, resume, prompts, group, answers, max_new_tokens, temperature, lr, kl_coef,
-            entropy_coef, diversity_coef, eps_low, eps_high, ppo_epochs, micro_batches, save_every, snapshot_every, bf16, seed, options, threads, progress,
-            rollouts, sync_every, vllm_options, engine, use_vllm, device, chat, gradient_checkpointing, lora_rank, lora_alpha) -> None:
+@config_option("--device", type=params.LazyChoice("training.models:DEVICES"))
+@config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: when it has one).")
+@config_option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
+@config_option("--lora-rank", type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
+@config_option("--lora-alpha", type=float)
+def command(init, steps, out, resume, options, vllm_options, threads, progress, engine, use_vllm, **settings) -> None:
     """RL-train a checkpoint; writes a Hugging Face directory, metrics.jsonl and trainer state.
     The last line printed is a JSON summary."""
     import torch
 
-    settings = dict(task=task, algo=algo, prompts=prompts, group=group, answers=answers, max_new_tokens=max_new_tokens,
-                    temperature=temperature, lr=lr, kl_coef=kl_coef, entropy_coef=entropy_coef,
-                    diversity_coef=diversity_coef, eps_low=eps_low, eps_high=eps_high,
-                    ppo_epochs=ppo_epochs, micro_batches=micro_batches, save_every=save_every, snapshot_every=snapshot_every, bf16=bf16, seed=seed,
-                    options=parse_options(options), rollouts=rollouts, sync_every=sync_every,
-                    vllm_options=parse_options(vllm_options), device=device, chat=chat,
-                    gradient_checkpointing=gradient_checkpointing, lora_rank=lora_rank, lora_alpha=lora_alpha)
+    settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
     config = build_config(Path(out), resume, init, steps, settings)

@@ -28,7 +28,7 @@ class Sampling:
     top_p: float = 1.0
     batch: int = 16  # instances per policy call
     seed: int = 0
-
+    slack: int = 8  # tokens allowed beyond tokens_per_answer x answers
     def rollouts(self, answers: int) -> int:
         if self.pool % answers:
             raise ValueError(f"the pool ({self.pool}) must be a multiple of the answers per rollout ({answers})")
@@ -42,24 +42,48 @@ def sample_pool(
     answers: int,
     sampling: Sampling,
     progress: Callable[[int], None] = lambda done: None,
+    goals: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Reward vectors of every candidate answer: shape (instances, pool, d)."""
+    """Reward vectors of every candidate answer: shape (instances, pool, d). With `goals`
+    (instances, pool, d), a goal-conditioned task's weightings, each candidate answers its own
+    single-answer prompt showing its weighting (`task.prompt_with_weights`)."""
     rollouts = sampling.rollouts(answers)
     vectors = np.zeros((len(instances), sampling.pool, len(task.objectives)))
     for start in range(0, len(instances), sampling.batch):
         chunk = instances[start : start + sampling.batch]
+        if goals is None:
+            prompts, per_prompt = [task.prompt(instance, answers) for instance in chunk], rollouts
+        else:
+            prompts = [task.prompt_with_weights(instance, w)[0] for k, instance in enumerate(chunk) for w in goals[start + k]]
+            per_prompt = 1
         replies = policy.generate(
-            [task.prompt(instance, answers) for instance in chunk],
-            n=rollouts,
-            max_new_tokens=sampling.tokens_per_answer * answers + 8,
+            prompts,
+            n=per_prompt,
+            max_new_tokens=sampling.tokens_per_answer * answers + sampling.slack,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             seed=sampling.seed + start,
         )
-        for offset, (instance, completions) in enumerate(zip(chunk, replies)):
-            rows = [
-                score_completion(task, instance, c.text, c.finish_reason == "stop", answers)[0] for c in completions
-            ]
+        completions = [c for row in replies for c in row]
+        for offset, instance in enumerate(chunk):
+            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", answers)[0]
+                    for c in completions[offset * rollouts : (offset + 1) * rollouts]]
             vectors[start + offset] = np.concatenate(rows)
         progress(len(chunk))
     return vectors
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """Held-out test instances with their oracle: the best scalar and the Pareto front of each."""
+
+    instances: list[Instance]
+    optimum: np.ndarray  # (instances,)
+    fronts: list[np.ndarray] | None  # (p, d) each; None when not asked for
+
+
+def held_out(task: Task, count: int, seed: int, *, fronts: bool = True) -> HeldOut:
+    """`count` seeded test instances of `task` and their oracle figures."""
+    instances = task.instances("test", count, seed=seed)
+    optimum = np.array([task.oracle_best(i) for i in instances])
+    return HeldOut(instances, optimum, [task.oracle_front(i) for i in instances] if fronts else None)

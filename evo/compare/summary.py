@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from evo import metrics
+from evo.scores import scalarize
 
 SOLVED_TOLERANCE = 1e-9
 
@@ -20,8 +21,7 @@ def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray |
     scalar reaches the instance's optimum; diversity is the mean pairwise L1 distance of the
     pool's reward vectors; Pareto fraction is over the pool's valid (non-zero) candidates.
     """
-    weights = np.asarray(weights, dtype=np.float64)
-    scalars = vectors @ weights / weights.sum()
+    scalars = scalarize(vectors, weights)
     pool = scalars.shape[1]
     result: dict[str, np.ndarray] = {}
     for k in ks:

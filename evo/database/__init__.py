@@ -11,11 +11,10 @@ from evo.database.database import DB_FILE, Database, EvaluatedCandidate, databas
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.hashing import DEDUPE, dedupe_hash, exact_hash, normalize, normalized_hash
 from evo.database.topology import TOPOLOGIES, topology
-from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
 
 __all__ = [
     "Candidate", "CandidateJournal", "DB_FILE", "EvaluatedCandidate", "TOPOLOGIES", "Database", "DatabaseConfig", "FeatureConfig", "Grid", "GridArchive", "Program", "SearchSettings", "Store",
-    "DEDUPE", "database_file", "dedupe_hash", "exact_hash", "normalize", "normalized_hash", "pareto_mask", "topology",
+    "DEDUPE", "database_file", "dedupe_hash", "exact_hash", "normalize", "normalized_hash", "topology",
 ]

@@ -23,11 +23,11 @@ from evo.database.hashing import dedupe_hash, exact_hash
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
-from evo.database.pareto import pareto_mask
 from evo.database.records import Program
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
+from evo.metrics import pareto_mask
 from evo.scores import Evaluation, scalarize, storable
 from evo.selection import select
 
@@ -81,7 +81,7 @@ class Database:
             config = cls._settled(path, stored, config)
             db = cls(store, config)
             if adopt is not None:
-                db.journal.adopt(adopt)
+                db.journal.adopt(adopt, committed=db.iteration)
         except UserError:
             store.close()
             raise
@@ -175,9 +175,10 @@ class Database:
 
     def commit_iterations(self, batch: Sequence[tuple[int, Sequence[tuple[Candidate, Evaluation]]]],
                           policy: str = "") -> None:
-        """Insert iterations' evaluated candidates and count each iteration, all in ONE transaction
-        (the loop's journal is in the same file, so nothing needs reconciling after a kill).
-        `policy`: the name stored for a candidate that does not carry its own."""
+        """Insert iterations' evaluated candidates, mark them inserted in the journal and count
+        each iteration, all in ONE transaction (the journal is in the same file, so nothing
+        needs reconciling after a kill). `policy`: the name stored for a candidate that does
+        not carry its own."""
         with self._lock, self.store.transaction():
             for iteration, evaluated in batch:
                 if self.iteration != iteration:
@@ -187,6 +188,7 @@ class Database:
                         for c, e in evaluated]
                 if rows:
                     self.add_many(rows)
+                self.journal.mark_inserted(iteration)
                 self.end_iteration()
 
     def _write(self, work: Any) -> Any:

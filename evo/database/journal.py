@@ -20,7 +20,7 @@ from evo.database.store import Store
 from evo.errors import UserError
 from evo.scores import Evaluation, Failure
 
-PENDING, PARSE_ERROR, DUPLICATE = "pending", "parse", "duplicate"
+PENDING, INSERTED, PARSE_ERROR, DUPLICATE = "pending", "inserted", "parse", "duplicate"
 _COLUMNS = "iteration, slot, island, code, hash, parents, status, message, policy"
 
 
@@ -34,7 +34,7 @@ class Candidate:
     code: str
     hash: str
     parents: tuple = ()  # ids of the programs shown as parents
-    status: str = PENDING  # pending (to evaluate) | parse | duplicate
+    status: str = PENDING  # pending (to evaluate and insert) | inserted (a program now) | parse | duplicate
     message: str = ""
     policy: str = ""  # the name of the policy that proposed it
 
@@ -95,6 +95,12 @@ class CandidateJournal:
                 f"INSERT OR REPLACE INTO evaluations (iteration, slot, {_EVALUATION_COLUMNS}) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
 
+    def mark_inserted(self, iteration: int) -> None:
+        """The iteration's pending candidates are programs now; in the transaction that inserts them."""
+        with self.store.transaction():
+            self.store.connection.execute("UPDATE candidates SET status = ? WHERE iteration = ? AND status = ?",
+                                          (INSERTED, iteration, PENDING))
+
     def candidates(self, since: int = 0) -> list[Candidate]:
         rows = self.store.connection.execute(
             f"SELECT {_COLUMNS} FROM candidates WHERE iteration >= ? ORDER BY iteration, slot", (since,))
@@ -118,9 +124,10 @@ class CandidateJournal:
         """Candidates by outcome: evaluated ok, failed, parse errors, duplicates."""
         return outcome_counts(self.store.connection)
 
-    def adopt(self, legacy: Path) -> bool:
+    def adopt(self, legacy: Path, committed: int) -> bool:
         """Move a run's old `journal.sqlite` (the layout before one file per run) into this
-        store, in one transaction, then delete it; False when there is none."""
+        store, in one transaction, then delete it; False when there is none. The candidates of
+        the `committed` iterations, pending in that layout, are marked inserted."""
         if not legacy.is_file():
             return False
         connection = self.store.connection
@@ -131,6 +138,8 @@ class CandidateJournal:
                     for table in ("candidates", "evaluations"):
                         names = ", ".join(row[1] for row in connection.execute(f"PRAGMA legacy.table_info({table})"))
                         connection.execute(f"INSERT OR IGNORE INTO {table} ({names}) SELECT {names} FROM legacy.{table}")
+                    connection.execute("UPDATE candidates SET status = ? WHERE iteration < ? AND status = ?",
+                                       (INSERTED, committed, PENDING))
             finally:
                 connection.execute("DETACH DATABASE legacy")
         except sqlite3.DatabaseError as error:

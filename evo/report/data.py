@@ -17,7 +17,7 @@ import numpy as np
 
 from evo.database.archive import Grid
 from evo.database.config import FeatureConfig
-from evo.database.pareto import pareto_mask
+from evo.metrics import pareto_mask
 from evo.database.records import Program
 from evo.errors import UserError
 from evo.policy_mix import policy_stats

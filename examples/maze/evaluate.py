@@ -19,47 +19,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import tasks  # noqa: E402
-from evo.compare import summary  # noqa: E402
-from evo.policies.local import Sampler  # noqa: E402
-from tasks.completions import score_completion  # noqa: E402
-from training.advantages import PROMPTS as MODES  # noqa: E402
-from training.trainer import load_model  # noqa: E402
+import tasks
+from evo import policies
+from evo.compare import summary
+from evo.compare.pools import Sampling, held_out, sample_pool
+from training.advantages import PROMPTS as MODES
 
 KS = (1, 5, 10, 30)
 TOKENS_PER_ROUTE = 64  # a route of 21 moves (the longest budget seen) is 65 characters with its separator
-
-
-def candidates(sampler: Sampler, task, instances, *, m: int, pool: int, max_new_tokens: int, temperature: float,
-               seed: int, batch: int, goals: np.ndarray | None = None) -> np.ndarray:
-    """(mazes, pool, d) reward vectors of every candidate answer; with `goals` (mazes, pool, d)
-    each candidate answers its own goal-conditioned prompt."""
-    n = pool // m
-    out = []
-    for start in range(0, len(instances), batch):
-        chunk = instances[start:start + batch]
-        if goals is None:
-            prompts, per_prompt = [task.prompt(i, m) for i in chunk], n
-        else:
-            prompts = [task.prompt_with_weights(i, w)[0] for k, i in enumerate(chunk) for w in goals[start + k]]
-            per_prompt = 1
-        rollout = sampler.sample(prompts, n=per_prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                                 seed=seed + start)
-        replies = [c for row in rollout.completions for c in row]
-        for k, instance in enumerate(chunk):
-            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", m)[0]
-                    for c in replies[k * n:(k + 1) * n]]
-            out.append(np.concatenate(rows))
-    return np.stack(out)
 
 
 def goal_pool(mazes: int, pool: int, d: int, seed: int) -> np.ndarray:
@@ -92,9 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     task = tasks.get(args.task)
-    instances = task.instances("test", args.mazes, seed=args.maze_seed)
-    optimum = np.array([task.oracle_best(i) for i in instances])
-    fronts = [task.oracle_front(i) for i in instances]
+    mazes = held_out(task, args.mazes, args.maze_seed)
     results = {"settings": vars(args), "models": {}}
     for spec in args.model:
         name, _, rest = spec.partition("=")
@@ -102,13 +73,12 @@ def main() -> None:
         if mode not in MODES:
             parser.error(f"--model {spec}: the mode after the last ':' must be one of {', '.join(MODES)}")
         m = args.answers if mode == "set" else 1
-        goals = goal_pool(len(instances), args.pool, len(task.objectives), args.maze_seed) if mode == "goal" else None
-        model, tokenizer = load_model(path)
+        goals = goal_pool(args.mazes, args.pool, len(task.objectives), args.maze_seed) if mode == "goal" else None
+        sampling = Sampling(pool=args.pool, tokens_per_answer=args.tokens_per_route, temperature=args.temperature,
+                            batch=args.batch, seed=args.maze_seed, slack=4)
         started = time.time()
-        vectors = candidates(Sampler(model, tokenizer), task, instances, m=m, pool=args.pool,
-                             max_new_tokens=args.tokens_per_route * m + 4, temperature=args.temperature,
-                             seed=args.maze_seed, batch=args.batch, goals=goals)
-        summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64), optimum, fronts)
+        vectors = sample_pool(policies.load(f"local:{path}", device="cpu"), task, mazes.instances, m, sampling, goals=goals)
+        summary = summarise(vectors, np.asarray(task.weights, dtype=np.float64), mazes.optimum, mazes.fronts)
         results["models"][name] = {"path": path, "mode": mode, "m": m, "seconds": round(time.time() - started, 1), **summary}
         print(name, json.dumps({k: round(v, 4) for k, v in summary["mean"].items()}), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

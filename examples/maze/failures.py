@@ -13,19 +13,15 @@ import argparse
 import collections
 import json
 import re
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import tasks  # noqa: E402
-from evo import tiny  # noqa: E402
-from tasks.base import ParseError, TemplateMismatch  # noqa: E402
-from tasks.maze import formats  # noqa: E402
-from tasks.maze.env import Maze, step_error, truncate_at_exit  # noqa: E402
-from training.sft import sample  # noqa: E402
+import tasks
+from tasks.base import ParseError, TemplateMismatch
+from tasks.maze import formats
+from tasks.maze.env import Maze, step_error, truncate_at_exit
+from training import models
+from training.sft import sample
 
 
 def verdict(maze: Maze, text: str) -> str:
@@ -73,14 +69,14 @@ def main() -> None:
     parser.add_argument("--task", default="maze")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, tokenizer = tiny.load(args.checkpoint)
+    model, tokenizer = models.load(args.checkpoint)
     task = tasks.get(args.task)
     counts: collections.Counter[str] = collections.Counter()
     notes: collections.Counter[str] = collections.Counter()
     for i, instance in enumerate(task.instances("test", args.mazes, seed=0)):
-        for text in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 96, 1.0, seed=i)[0]:
-            counts[verdict(instance.data, text)] += 1
-            note_checks(instance.data, text, notes)
+        for completion in sample(model, tokenizer, [task.prompt(instance, 1)], args.samples, 96, 1.0, seed=i)[0]:
+            counts[verdict(instance.data, completion.text)] += 1
+            note_checks(instance.data, completion.text, notes)
     total = sum(counts.values())
     result = {name: round(n / total, 3) for name, n in counts.most_common()}
     if notes["notes"]:

@@ -25,7 +25,7 @@ import torch
 
 import tasks
 from evo import policies
-from evo.compare.pools import Sampling, sample_pool
+from evo.compare.pools import HeldOut, Sampling, held_out, sample_pool
 from evo.compare.summary import per_instance
 from training.checkpoint import SNAPSHOTS
 from training.config import TrainConfig
@@ -51,10 +51,10 @@ def checkpoints(run: Path, every: int, last: int, cached: dict) -> tuple[TrainCo
     return config, [(0, Path(config.init)), *steps]
 
 
-def evaluate(path: Path, answers: int, task, instances, optimum, fronts, sampling: Sampling) -> dict[str, list[float]]:
+def evaluate(path: Path, answers: int, task, mazes: HeldOut, sampling: Sampling) -> dict[str, list[float]]:
     """Per-maze metrics of one checkpoint's matched pool."""
-    vectors = sample_pool(policies.load(f"local:{path}"), task, instances, answers, sampling)
-    columns = per_instance(vectors, task.weights, optimum, (1, 5, 10, 30), fronts)
+    vectors = sample_pool(policies.load(f"local:{path}"), task, mazes.instances, answers, sampling)
+    columns = per_instance(vectors, task.weights, mazes.optimum, (1, 5, 10, 30), mazes.fronts)
     return {name: values.tolist() for name, values in columns.items()}
 
 
@@ -113,9 +113,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     task = tasks.get(args.task)
-    instances = task.instances("test", args.mazes, seed=args.maze_seed)
-    optimum = np.array([task.oracle_best(i) for i in instances])
-    fronts = [task.oracle_front(i) for i in instances]
+    mazes = held_out(task, args.mazes, args.maze_seed)
     sampling = Sampling(pool=args.pool, tokens_per_answer=args.tokens_per_answer, temperature=args.temperature, seed=args.maze_seed)
     settings = {"task": args.task, "mazes": args.mazes, "maze_seed": args.maze_seed, "pool": args.pool,
                 "tokens_per_answer": args.tokens_per_answer, "temperature": args.temperature}
@@ -134,7 +132,7 @@ def main() -> None:
             key = key_of(run, step, path, answers)
             if key not in cache["checkpoints"]:
                 started = time.time()
-                cache["checkpoints"][key] = evaluate(path, answers, task, instances, optimum, fronts, sampling)
+                cache["checkpoints"][key] = evaluate(path, answers, task, mazes, sampling)
                 cache_path.write_text(json.dumps(cache) + "\n")
                 print(f"{run.name} step {step}: best@30 {np.mean(cache['checkpoints'][key]['best@30']):.3f} "
                       f"({time.time() - started:.0f} s)", flush=True)

@@ -15,17 +15,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import tasks  # noqa: E402
-from evo import tiny  # noqa: E402
-from tasks.maze import MazeTask  # noqa: E402
-from training.sft import evaluate  # noqa: E402
+import tasks
+from tasks.maze import MazeTask
+from training import models
+from training.sft import evaluate
 
 
 def parse_knob(text: str) -> dict:
@@ -55,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     base: MazeTask = tasks.get(args.task)
-    model, tokenizer = tiny.load(args.checkpoint)
+    model, tokenizer = models.load(args.checkpoint)
     fields = {f.name for f in dataclasses.fields(base.config)}
     rows = []
     for text in args.knob:

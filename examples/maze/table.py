@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from evo import metrics  # noqa: E402
+from evo import metrics
 
 COLUMNS = ("best_at_1", "best_at_5", "best_at_10", "best_at_30", "diversity", "pareto_fraction", "valid")
 ORACLE_COLUMNS = ("pass_at_30", "front_coverage_at_30")  # in evaluations made since December 3

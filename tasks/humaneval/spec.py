@@ -13,46 +13,10 @@ from pathlib import Path
 
 from tasks.humaneval.data import Problem
 from tasks.humaneval.run import run_tests
+from tasks.spec_files import problem_tables, scorer_file, write_problem
 
 TIMEOUT = 3.0  # wall seconds per test (HumanEval's own harness gives 3 s per problem)
 BLANK_BODY = "pass"
-
-_TOML = """[problem]
-name = "{name}"
-program = "solution.py"
-scorer = "score.py:evaluate"
-objectives = {objectives}
-
-[sandbox]
-isolation = "process"
-timeout = {timeout}
-
-[features.length]
-source = "code_length"
-range = [0, 2000]
-bins = 10
-
-[search]
-selection = "lexicase"
-iterations = 100
-target = 1.0
-
-[prompt]
-style = "full"
-"""
-
-_SCORER = '''"""Scorer for {task_id} (written by tasks.humaneval.spec): one objective per test."""
-
-from tasks.humaneval.spec import score_file
-
-TIMEOUT = {timeout!r}
-TESTS = {tests}
-
-
-def evaluate(path):
-    return score_file(TESTS, TIMEOUT, path)
-'''
-
 
 def objectives(count: int) -> list[str]:
     return [f"test{i}" for i in range(count)]
@@ -65,16 +29,13 @@ def program_file(problem: Problem, body: str = BLANK_BODY) -> str:
 
 
 def write_spec(problem: Problem, directory: Path, timeout: float = TIMEOUT) -> Path:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "solution.py").write_text(program_file(problem))
     tests = json.dumps(list(problem.tests), indent=1)
-    (directory / "score.py").write_text(_SCORER.format(task_id=problem.task_id, timeout=timeout, tests=tests))
-    spec = directory / "problem.toml"
-    name = "humaneval-" + problem.task_id.rpartition("/")[2]
-    total = round(len(problem.tests) * timeout + 10.0, 1)
-    spec.write_text(_TOML.format(name=name, objectives=json.dumps(objectives(len(problem.tests))), timeout=total))
-    return spec
+    tables = problem_tables("humaneval-" + problem.task_id.rpartition("/")[2], "solution.py",
+                            objectives(len(problem.tests)), timeout=round(len(problem.tests) * timeout + 10.0, 1),
+                            iterations=100, features={"length": ("code_length", [0, 2000], 10)})
+    scorer = scorer_file(f"{problem.task_id}, one objective per test", "tasks.humaneval.spec:score_file",
+                         {"TESTS": tests, "TIMEOUT": repr(timeout)})
+    return write_problem(directory, tables, {"solution.py": program_file(problem), "score.py": scorer})
 
 
 def score_file(tests: list[str], timeout: float, path: str | Path) -> dict[str, float]:

@@ -10,55 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-
 from tasks.base import ParseError, TemplateMismatch
 from tasks.maze.env import OBJECTIVES, Maze
+from tasks.spec_files import problem_tables, scorer_file, write_problem
 
 START_LINE = "# EVOLVE-BLOCK-START\n"
 END_LINE = "# EVOLVE-BLOCK-END\n"
-
-_TOML = """[problem]
-name = "{name}"
-program = "route.txt"
-scorer = "score.py:evaluate"
-objectives = {objectives}
-weights = [1.0, 1.0, 1.0, 1.0]
-
-[sandbox]
-isolation = "none"
-timeout = 5.0
-
-[features.gold]
-source = "objective:gold"
-range = [0.0, 1.0]
-bins = 3
-
-[features.diamond]
-source = "objective:diamond"
-range = [0.0, 1.0]
-bins = 3
-
-[search]
-selection = "lexicase"
-iterations = 200
-target = 1.0
-
-[prompt]
-style = "continue"
-"""
-
-_SCORER = '''"""Scorer for one maze (written by tasks.maze.spec)."""
-
-from tasks.maze.spec import score_file
-
-STYLE = {style!r}
-MAZE = {maze}
-
-
-def evaluate(path):
-    return score_file(MAZE, STYLE, path)
-'''
 
 
 def block_of(text: str) -> str:
@@ -86,18 +43,11 @@ def score_file(maze: dict, style: str, path: str | Path) -> dict[str, float]:
 
 
 def write_spec(task, instance, directory: Path, initial: str) -> Path:
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     maze: Maze = instance.data
     program = task.prompt(instance, m=1) + START_LINE + initial.strip() + "\n" + END_LINE
-    (directory / "route.txt").write_text(program)
     literal = json.dumps({"rows": list(maze.rows), "budget": maze.budget})
-    (directory / "score.py").write_text(_SCORER.format(style=task.style, maze=literal))
-    spec = directory / "problem.toml"
-    name = f"maze-{instance.split}-{instance.index}"
-    spec.write_text(_TOML.format(name=name, objectives=json.dumps(list(OBJECTIVES))))
-    return spec
-
-
-def as_array(scores: dict[str, float]) -> np.ndarray:
-    return np.array([scores[name] for name in OBJECTIVES])
+    tables = problem_tables(f"maze-{instance.split}-{instance.index}", "route.txt", OBJECTIVES, weights=[1.0] * 4,
+                            isolation="none", timeout=5.0, style="continue",
+                            features={name: (f"objective:{name}", [0.0, 1.0], 3) for name in ("gold", "diamond")})
+    scorer = scorer_file("one maze", "tasks.maze.spec:score_file", {"MAZE": literal, "STYLE": repr(task.style)})
+    return write_problem(directory, tables, {"route.txt": program, "score.py": scorer})

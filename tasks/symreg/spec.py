@@ -10,30 +10,7 @@ import numpy as np
 
 from tasks.symreg.data import REGIONS, Dataset, arrays, recovered, region_scores
 from tasks.symreg.problems import Problem
-
-_TOML = """[problem]
-name = "{name}"
-program = "initial.py"
-scorer = "score.py:evaluate"
-objectives = {objectives}
-
-[sandbox]
-isolation = "process"
-timeout = 10.0
-
-[features.length]
-source = "code_length"
-range = [0, 1000]
-bins = 10
-
-[search]
-selection = "lexicase"
-iterations = 200
-target = 1.0
-
-[prompt]
-style = "full"
-"""
+from tasks.spec_files import problem_tables, scorer_file, write_problem
 
 _PROGRAM = '''"""Symbolic regression, {name}: find y = f({args}) with {box}.
 Score: accuracy 1 / (1 + RMSE / std(y)) in each of 8 regions of the input box.
@@ -50,33 +27,19 @@ def expression({args}):
 # EVOLVE-BLOCK-END
 '''
 
-_SCORER = '''"""Scorer for {name} (written by tasks.symreg.spec)."""
-
-from tasks.symreg.spec import score_program
-
-DATA = {data}
-
-
-def evaluate(path):
-    return score_program(DATA, path)
-'''
-
-
 def write_spec(problem: Problem, data: Dataset, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
     table = arrays(data)
     args = ", ".join(f"x{i}" for i in range(data.arity))
     box = ", ".join(f"x{i} in [{lo:g}, {hi:g}]" for i, (lo, hi) in enumerate(data.ranges))
     points = "\n".join("    " + " ".join(f"{v:.4g}" for v in row) + f" -> {y:.4g}"
                        for row, y in zip(table.X_prompt[:10], table.y_prompt[:10]))
-    (directory / "initial.py").write_text(
-        _PROGRAM.format(name=problem.name, args=args, box=box, points=points, initial=f"{np.mean(table.y_prompt):.4g} + 0.0 * x0"))
+    program = _PROGRAM.format(name=problem.name, args=args, box=box, points=points,
+                              initial=f"{np.mean(table.y_prompt):.4g} + 0.0 * x0")
     literal = json.dumps({"formula": data.formula, "ranges": [list(r) for r in data.ranges], "seed": data.seed})
-    (directory / "score.py").write_text(_SCORER.format(name=problem.name, data=literal))
-    objectives = json.dumps([f"region{r}" for r in range(REGIONS)])
-    spec = directory / "problem.toml"
-    spec.write_text(_TOML.format(name=problem.name, objectives=objectives))
-    return spec
+    tables = problem_tables(problem.name, "initial.py", [f"region{r}" for r in range(REGIONS)],
+                            features={"length": ("code_length", [0, 1000], 10)})
+    scorer = scorer_file(problem.name, "tasks.symreg.spec:score_program", {"DATA": literal})
+    return write_problem(directory, tables, {"initial.py": program, "score.py": scorer})
 
 
 def _load(path: str | Path):

@@ -21,8 +21,8 @@ import time
 
 import torch
 
-from evo import tiny
-from evo.policies.local import Sampler
+from training import tiny
+from evo.policies.sampler import Sampler
 
 VLLM_SCRIPT = """
 import json, sys, time

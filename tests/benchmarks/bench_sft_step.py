@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import tasks  # noqa: E402
-from evo import tiny  # noqa: E402
+from training import tiny  # noqa: E402
 from training.sft import SFTConfig, collate, micro_batches, sample_batch  # noqa: E402
 
 

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from evo import tiny  # noqa: E402
+from training import tiny  # noqa: E402
 from tests.toytask import CharMix  # noqa: E402
 
 PROMPTS, GROUP, TOKENS = 16, 8, 48

@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from evo.errors import UserError
+from evo.scores import scalarize
 from tasks.base import Instance, Task
 from tasks.completions import score_completion
 from training import models
-from training.advantages import dirichlet_weights, scalar, vpo_scores
+from training.advantages import dirichlet_weights, vpo_scores
 from training.config import TrainConfig
 from training.rollouts import answers_for, check_template
 
@@ -51,9 +52,9 @@ def group_weightings(algo: str, d: int, seed: int, step: int, key: int, options:
 def set_score(algo: str, matrix: np.ndarray, weights: np.ndarray, w: np.ndarray | None) -> float:
     """The one score of a rollout's (m, d) reward matrix that `algo` z-scores within a group."""
     if algo == "grpo":
-        return float(scalar(matrix[0], weights))
+        return float(scalarize(matrix[0], weights))
     if algo == "multi_rlvr":
-        return float(scalar(matrix, weights).sum())
+        return float(scalarize(matrix, weights).sum())
     if algo == "random_weight_grpo":
         return float(matrix[0] @ w[0])
     return float(vpo_scores(matrix[None, None], w[None])[0, 0])
@@ -100,7 +101,7 @@ def summary(rewards: np.ndarray, parsed: np.ndarray, finished: np.ndarray, objec
             weights: np.ndarray) -> dict:
     """Per-objective means and the deployment scalar of a batch, named as the trainer's metrics."""
     record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(objectives)}
-    scalars = scalar(rewards, weights)
+    scalars = scalarize(rewards, weights)
     record.update(scalar=float(scalars.mean()), best_in_set=float(scalars.max(axis=1).mean()),
                   parse_failed=float(1 - parsed.mean()), truncated=float(1 - finished.mean()))
     return record

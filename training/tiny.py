@@ -2,7 +2,8 @@
 
 Every task uses the same alphabet (printable ASCII plus newline), so one tokenizer file fits
 all checkpoints. `save` writes a plain `save_pretrained` directory that
-`AutoModelForCausalLM`, `AutoTokenizer` and `vllm serve` load unchanged.
+`AutoModelForCausalLM`, `AutoTokenizer` and `vllm serve` load unchanged (in this project:
+`training.models.load`, or `evo.policies.local.load_causal_lm` without the training options).
 
     tok = char_tokenizer()
     model = new_model("nano", "llama", tok)
@@ -18,7 +19,6 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import (
     AutoModelForCausalLM,
-    AutoTokenizer,
     GPT2Config,
     LlamaConfig,
     PreTrainedModel,
@@ -123,10 +123,3 @@ def save(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, out_dir: st
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out
-
-
-def load(path: str | Path, device: str | torch.device = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerFast]:
-    """Load a checkpoint directory written by `save` (or any HF causal-LM directory)."""
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    return model.eval(), tokenizer

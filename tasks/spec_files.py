@@ -1,0 +1,61 @@
+"""Writing a problem spec for `evo run`: the TOML tables from plain values, and the files beside it.
+
+    tables = problem_tables("nguyen7", "initial.py", ["r0", "r1"], features={"length": ("code_length", [0, 1000], 10)})
+    scorer = scorer_file("nguyen7", "my_task.spec:score_program", {"DATA": json.dumps(data)})
+    write_problem(directory, tables, {"initial.py": program, "score.py": scorer})
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SPEC_FILE = "problem.toml"
+
+
+def toml_text(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """One `[table]` per key (dotted for sub-tables: "features.length"); values are strings,
+    numbers, booleans or lists of them, written as JSON literals (valid TOML for these)."""
+    lines = []
+    for table, values in tables.items():
+        lines += [f"[{table}]", *(f"{key} = {json.dumps(value)}" for key, value in values.items()), ""]
+    return "\n".join(lines)
+
+
+def scorer_file(about: str, function: str, constants: Mapping[str, str]) -> str:
+    """The text of a spec's `score.py`: `evaluate(path)` calls `function` ("module:name") with
+    the constants (name -> Python literal) and then the candidate's path."""
+    module, _, name = function.partition(":")
+    return "\n".join([f'"""Scorer for {about} (written by {module})."""', "", f"from {module} import {name}", "",
+                      *(f"{key} = {value}" for key, value in constants.items()), "", "",
+                      "def evaluate(path):", f"    return {name}({', '.join([*constants, 'path'])})", ""])
+
+
+def write_problem(directory: Path, tables: Mapping[str, Mapping[str, Any]], files: Mapping[str, str]) -> Path:
+    """Write `files` (name -> text) and the spec into `directory`; return the spec's path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    spec = directory / SPEC_FILE
+    spec.write_text(toml_text(tables))
+    return spec
+
+
+def problem_tables(name: str, program: str, objectives: Sequence[str], *,
+                   features: Mapping[str, tuple[str, Sequence[float], int]], isolation: str = "process",
+                   timeout: float = 10.0, iterations: int = 200, style: str = "full",
+                   weights: Sequence[float] | None = None) -> dict[str, dict[str, Any]]:
+    """The tables of a task instance's spec: the program beside `score.py:evaluate`, MAP-Elites
+    `features` (name -> (source, range, bins)), lexicase selection up to the target 1.0."""
+    problem = {"name": name, "program": program, "scorer": "score.py:evaluate", "objectives": list(objectives)}
+    if weights is not None:
+        problem["weights"] = list(weights)
+    tables = {"problem": problem, "sandbox": {"isolation": isolation, "timeout": timeout}}
+    for feature, (source, bounds, bins) in features.items():
+        tables[f"features.{feature}"] = {"source": source, "range": list(bounds), "bins": bins}
+    tables["search"] = {"selection": "lexicase", "iterations": iterations, "target": 1.0}
+    tables["prompt"] = {"style": style}
+    return tables
