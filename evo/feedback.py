@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from evo.scores import storable
+
 FEEDBACK_CHARS = 1200  # of a scorer's feedback text shown per program
 MESSAGE_CHARS = 300  # of a failed child's message
 OUTPUT_CHARS = 600  # of a failed child's output (its tail)
@@ -31,7 +33,7 @@ def _escape(char: re.Match) -> str:
 
 def clean(text: str) -> str:
     """`text` with unsafe characters escaped, fences broken and surrogates replaced."""
-    text = text.encode("utf-8", "replace").decode("utf-8").replace("\r\n", "\n").replace("\t", "    ")
+    text = storable(text).replace("\r\n", "\n").replace("\t", "    ")
     return _FENCE.sub(lambda m: "'" * len(m.group()), _UNSAFE.sub(_escape, text))
 
 

@@ -141,3 +141,9 @@ def policy_stats(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int
                  names: Iterable[str] = ()) -> dict[str, PolicyStats]:
     """Per policy, from the journal's (policy, status, count) rows and the stored programs by id."""
     return PolicyTally().add(programs).stats(statuses, names)
+
+
+def policy_table(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int, Program],
+                 names: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+    """`policy_stats` as plain values by policy name, sorted: what `evo show --json` and `evo report` print."""
+    return {name: s.as_dict() for name, s in sorted(policy_stats(statuses, programs, names).items())}

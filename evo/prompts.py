@@ -67,7 +67,7 @@ def _fenced(code: str) -> str:
 
 def _shown_section(title: str, shown: Shown, label: str) -> str:
     """A program's heading, its fenced code and what the evaluator said about it."""
-    said = notes(label, shown.feedback, shown.failed) if shown.feedback or shown.failed else ""
+    said = notes(label, shown.feedback, shown.failed)
     return f"{title}\n{_fenced(shown.code)}" + (f"\n\n{said}" if said else "")
 
 

@@ -72,11 +72,16 @@ def split_feedback(raw: object, objectives: Sequence[str]) -> tuple[object, str]
     feedback raises BadOutput; an objective named like the key stays an objective."""
     if not isinstance(raw, Mapping) or FEEDBACK_KEY not in raw or FEEDBACK_KEY in objectives:
         return raw, ""
-    text = raw[FEEDBACK_KEY]
+    rest = {key: value for key, value in raw.items() if key != FEEDBACK_KEY}
+    return rest, feedback_text(raw[FEEDBACK_KEY])
+
+
+def feedback_text(text: object) -> str:
+    """A feedback value as stored: a string cut to MAX_FEEDBACK_CHARS and made storable;
+    anything else raises BadOutput."""
     if not isinstance(text, str):
         raise BadOutput(f"scorer result's {FEEDBACK_KEY!r} is {type(text).__name__}, expected a string")
-    rest = {key: value for key, value in raw.items() if key != FEEDBACK_KEY}
-    return rest, storable(text[:MAX_FEEDBACK_CHARS])
+    return storable(text[:MAX_FEEDBACK_CHARS])
 
 
 def storable(text: str) -> str:

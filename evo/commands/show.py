@@ -17,7 +17,7 @@ def summary(directory: Path) -> dict:
     """The DESIGN.md shape: programs, failures, iterations, best, pareto, coverage (+ counts)."""
     from evo.database import Database, database_file
     from evo.database.journal import outcome_counts, policy_counts
-    from evo.policy_mix import policy_stats
+    from evo.policy_mix import policy_table
     from evo.run_dir import LEGACY_JOURNAL_FILE, policy_names
 
     if not database_file(directory).is_file():
@@ -49,7 +49,7 @@ def summary(directory: Path) -> dict:
         "coverage": stats["coverage"],
         "unparseable": counts["parse"],
         "duplicates": counts["duplicate"],
-        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(proposed, programs, policy_names(directory)).items())},
+        "policies": policy_table(proposed, programs, policy_names(directory)),
     }
 
 

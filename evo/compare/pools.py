@@ -29,6 +29,7 @@ class Sampling:
     batch: int = 16  # instances per policy call
     seed: int = 0
     slack: int = 8  # tokens allowed beyond tokens_per_answer x answers
+
     def rollouts(self, answers: int) -> int:
         if self.pool % answers:
             raise ValueError(f"the pool ({self.pool}) must be a multiple of the answers per rollout ({answers})")

@@ -23,7 +23,7 @@ from evo.database.hashing import dedupe_hash, exact_hash
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
-from evo.database.records import Program
+from evo.database.records import Program, original
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
@@ -124,7 +124,7 @@ class Database:
         if not program.is_copy:
             self.seen.add(program.norm_hash)
             if not program.ok:
-                for parent in dict.fromkeys(self._original(q) for q in program.parents if q in self.programs):
+                for parent in dict.fromkeys(original(self.programs, q).id for q in program.parents if q in self.programs):
                     self._failed_children.setdefault(parent, []).append(program.id)
             if program.ok:
                 self.archive.add(program.id, cell, program.scalar)
@@ -318,16 +318,10 @@ class Database:
     def get(self, program_id: int) -> Program:
         return self.programs[program_id]
 
-    def _original(self, program_id: int) -> int:
-        """The evaluated program that `program_id` is (a copy of)."""
-        while (source := self.programs[program_id].source) is not None:
-            program_id = source
-        return program_id
-
     def failed_children(self, program: Program, limit: int) -> list[Program]:
         """The last `limit` failed children of `program` (or of what it is a copy of), newest first."""
         with self._lock:
-            ids = self._failed_children.get(self._original(program.id), []) if program.id in self.programs else []
+            ids = self._failed_children.get(original(self.programs, program.id).id, []) if program.id in self.programs else []
             return [self.programs[i] for i in reversed(ids[-limit:])] if limit > 0 else []
 
     def evaluated(self, ok_only: bool = True) -> list[Program]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,3 +45,12 @@ class Program:
     def member(self) -> bool:
         """Currently part of its island's population (and so selectable)."""
         return self.ok and self.removed is None
+
+
+def original(programs: Mapping[int, Program], program_id: int) -> Program | None:
+    """The evaluated program behind `program_id` (a migrant or a reseed is a copy of its
+    source); None when it is not among `programs`."""
+    program = programs.get(program_id)
+    while program is not None and program.source is not None:
+        program = programs.get(program.source)
+    return program

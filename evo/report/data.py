@@ -18,9 +18,9 @@ import numpy as np
 from evo.database.archive import Grid
 from evo.database.config import FeatureConfig
 from evo.metrics import pareto_mask
-from evo.database.records import Program
+from evo.database.records import Program, original
 from evo.errors import UserError
-from evo.policy_mix import policy_stats
+from evo.policy_mix import policy_table
 
 DIFF_LINES = 400  # the most lines of one lineage step's diff kept in the page
 
@@ -106,7 +106,7 @@ def lineage(programs: Mapping[int, Program], best: Program | None) -> list[dict]
     current = best
     while current is not None and current.id not in {p.id for p in chain}:
         chain.append(current)
-        current = _original(programs, current.parents[0]) if current.parents else None
+        current = original(programs, current.parents[0]) if current.parents else None
     steps = []
     for parent, child in zip([None, *chain[::-1]], chain[::-1]):
         diff = [] if parent is None else list(difflib.unified_diff(
@@ -115,14 +115,6 @@ def lineage(programs: Mapping[int, Program], best: Program | None) -> list[dict]
                       "parent": None if parent is None else parent.id, "code": child.code if parent is None else "",
                       "diff": diff[:DIFF_LINES], "cut": max(0, len(diff) - DIFF_LINES)})
     return steps
-
-
-def _original(programs: Mapping[int, Program], program_id: int) -> Program | None:
-    """The evaluated program behind an id (a migrant or a reseed is a copy of its source)."""
-    program = programs.get(program_id)
-    while program is not None and program.is_copy and program.source is not None:
-        program = programs.get(program.source)
-    return program
 
 
 def failures(programs: list[Program], statuses: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
@@ -152,6 +144,6 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "front": front(programs, objectives, x, y),
         "grid": grid(programs, records.features),
         "lineage": lineage(records.programs, best),
-        "policies": {name: s.as_dict() for name, s in sorted(policy_stats(records.statuses, records.programs, records.policies).items())},
+        "policies": policy_table(records.statuses, records.programs, records.policies),
         "failures": failures(programs, records.statuses),
     }

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo.sandbox import candidate, isolation, lockdown, protocol
-from evo.scores import BadOutput, split_feedback, to_vector
+from evo.scores import BadOutput, scalarize, split_feedback, to_vector
 
 _exit = os._exit  # bound now: a candidate may monkeypatch the os module
 _encode = protocol.encode
@@ -107,16 +107,12 @@ def evaluate(scorer: Callable[[str], Any] | Stages, path: str, objectives: Seque
     stages = scorer if isinstance(scorer, Stages) else Stages((scorer,))
     reply: dict = {}
     for stage, function in enumerate(stages.functions, 1):
-        if stage > 1 and _scalar(reply["scores"], stages.weights) < stages.thresholds[stage - 2]:
+        if stage > 1 and float(scalarize(reply["scores"], stages.weights)) < stages.thresholds[stage - 2]:
             break
         reply = {**_stage(function, path, objectives, required), "stage": stage}
         if "failure" in reply:
             break
     return reply
-
-
-def _scalar(scores: list[float], weights: Sequence[float]) -> float:
-    return sum(s * w for s, w in zip(scores, weights)) / sum(weights)
 
 
 def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:

@@ -18,7 +18,7 @@ from evo.features import required_extras
 from evo.sandbox.child import evaluate as evaluate_in_process
 from evo.sandbox.loader import ScorerError, load_stages
 from evo.sandbox.worker import Worker
-from evo.scores import FAILURE_KINDS, FEEDBACK_KEY, BadOutput, Evaluation, split_feedback, to_vector
+from evo.scores import FAILURE_KINDS, BadOutput, Evaluation, feedback_text, to_vector
 
 
 class Sandbox:
@@ -157,7 +157,7 @@ class Sandbox:
                 return Evaluation.failed(kind, message[:2000], seconds, output, stage)
             if not isinstance(reply.get("scores"), list) or not isinstance(reply.get("extras", {}), dict):
                 raise BadOutput("no score list")
-            _, feedback = split_feedback({FEEDBACK_KEY: reply.get("feedback", "")}, ())
+            feedback = feedback_text(reply.get("feedback", ""))
             scores, _ = to_vector(reply["scores"], self.objectives)
             _, extras = to_vector({**reply.get("extras", {}), **dict(zip(self.objectives, scores))}, self.objectives)
         except BadOutput as error:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evo.errors import UserError
 from training.checkpoint import ship
 
 
@@ -23,7 +24,10 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--step", type=int, default=0, help="ship the snapshot of this step (0: the run's last state)")
     args = parser.parse_args()
-    out = ship(args.run, args.out, args.step)
+    try:
+        out = ship(args.run, args.out, args.step)
+    except UserError as error:
+        raise SystemExit(f"ship.py: {error}") from None
     size = sum(p.stat().st_size for p in out.iterdir())
     print(f"{out}: {size / 1e6:.2f} MB")
 
