@@ -33,13 +33,17 @@ def columns_of(models: dict) -> tuple[str, ...]:
     return COLUMNS + oracle_columns_of(models)
 
 
-def grouped(models: dict) -> dict[str, list[dict]]:
-    """Models named ALGO-sSEED are grouped by ALGO; any other name is its own group."""
-    groups: dict[str, list[dict]] = defaultdict(list)
+def grouped(models: dict) -> dict[str, dict[int | None, dict]]:
+    """Models named ALGO-sSEED are grouped by ALGO and keyed by seed, in seed order; any other
+    name is its own group, under the key None."""
+    groups: dict[str, dict[int | None, dict]] = defaultdict(dict)
     for name, result in models.items():
         algo, _, seed = name.rpartition("-s")
-        groups[algo if algo and seed.isdigit() else name].append(result)
-    return dict(groups)
+        if algo and seed.isdigit():
+            groups[algo][int(seed)] = result
+        else:
+            groups[name][None] = result
+    return {algo: dict(sorted(runs.items(), key=lambda item: item[0] or 0)) for algo, runs in groups.items()}
 
 
 def per_maze(results: list[dict], column: str) -> np.ndarray:
@@ -47,10 +51,18 @@ def per_maze(results: list[dict], column: str) -> np.ndarray:
     return np.mean([r["per_maze"][column] for r in results], axis=0)
 
 
+def per_seed_differences(runs: dict, baseline: dict, column: str) -> list[float]:
+    """Mean (run - baseline) of the column for each seed both groups have, in seed order: the
+    spread across training seeds, which the per-maze bootstrap does not see."""
+    common = [seed for seed in runs if seed is not None and seed in baseline]
+    return [float(np.mean(runs[s]["per_maze"][column]) - np.mean(baseline[s]["per_maze"][column])) for s in common]
+
+
 def build(models: dict, baselines: list[str]) -> dict:
     groups = grouped(models)
     rows = {}
-    for algo, results in groups.items():
+    for algo, runs in groups.items():
+        results = list(runs.values())
         row = {"seeds": len(results), "mode": results[0]["mode"]}
         for column in columns_of(models):
             seed_means = [float(np.mean(r["per_maze"][column])) for r in results]
@@ -60,8 +72,9 @@ def build(models: dict, baselines: list[str]) -> dict:
             if baseline not in groups or algo == baseline:
                 continue
             for column in PAIRED + oracle_columns_of(models):
-                test = metrics.paired_test(per_maze(results, column), per_maze(groups[baseline], column), resamples=5000)
-                row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value}
+                test = metrics.paired_test(per_maze(results, column), per_maze(list(groups[baseline].values()), column), resamples=5000)
+                row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value,
+                                                     "per_seed": per_seed_differences(runs, groups[baseline], column)}
         rows[algo] = row
     return rows
 
@@ -72,12 +85,14 @@ def markdown(rows: dict, baselines: list[str], mazes: int) -> str:
     for algo, r in rows.items():
         lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in columns) + " |")
     for baseline in baselines:
-        lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p):", ""]
+        lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p; with several seeds, also each seed's run minus the baseline's run of that seed):", ""]
         for algo, r in rows.items():
             for column in PAIRED + ORACLE_COLUMNS:
                 d = r.get(f"{column}_minus_{baseline}")
                 if d:
-                    lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}")
+                    seeds = d.get("per_seed", [])
+                    spread = f"; per seed {', '.join(f'{v:+.3f}' for v in seeds)}" if len(seeds) > 1 else ""
+                    lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}{spread}")
     return "\n".join(lines) + "\n"
 
 

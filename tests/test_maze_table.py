@@ -1,0 +1,48 @@
+"""examples/maze/table.py: seeds grouped per algorithm, and each seed's run against the
+baseline's run of the same seed, on a hand-computed case."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TABLE = Path(__file__).resolve().parents[1] / "examples" / "maze" / "table.py"
+
+
+@pytest.fixture(scope="module")
+def table():
+    spec = importlib.util.spec_from_file_location("maze_table", TABLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def model(best_at_30: list[float], mode: str = "single") -> dict:
+    columns = {c: [0.5] * len(best_at_30) for c in ("best_at_1", "best_at_5", "best_at_10", "diversity", "pareto_fraction", "valid")}
+    return {"mode": mode, "per_maze": {**columns, "best_at_30": best_at_30}}
+
+
+def test_seeds_are_grouped_and_compared_seed_by_seed(table):
+    models = {
+        "vpo-s1": model([0.6, 0.9, 0.8, 0.7], "set"),  # mean 0.75
+        "grpo-s0": model([0.5, 0.7, 0.6, 0.6]),        # mean 0.60
+        "vpo-s0": model([0.6, 0.8, 0.7, 0.7], "set"),  # mean 0.70
+        "grpo-s1": model([0.6, 0.6, 0.6, 0.6]),        # mean 0.60
+        "warmup-set": model([0.6, 0.6, 0.6, 0.6], "set"),
+    }
+    groups = table.grouped(models)
+    assert list(groups["vpo"]) == [0, 1] and list(groups["warmup-set"]) == [None]
+    rows = table.build(models, ["grpo", "warmup-set"])
+    vpo = rows["vpo"]
+    assert vpo["seeds"] == 2 and vpo["mode"] == "set"
+    assert vpo["best_at_30"] == pytest.approx(0.725)
+    assert vpo["best_at_30_seed_range"] == pytest.approx([0.70, 0.75])
+    versus_grpo = vpo["best_at_30_minus_grpo"]
+    assert versus_grpo["mean"] == pytest.approx(0.125)  # per maze: (0.6+0.6)/2-(0.5+0.6)/2, ... averaged
+    assert versus_grpo["per_seed"] == pytest.approx([0.10, 0.15])
+    assert vpo["best_at_30_minus_warmup-set"]["per_seed"] == []  # the warm-up has no seeds to pair
+    text = table.markdown(rows, ["grpo", "warmup-set"], mazes=4)
+    assert "- vpo best_at_30: +0.125 [" in text and "per seed +0.100, +0.150" in text
+    assert "| vpo (set) | 2 | " in text
