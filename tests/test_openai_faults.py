@@ -204,6 +204,7 @@ def test_ctrl_c_abandons_requests_in_flight(server, tmp_path, caller: str) -> No
         took = time.monotonic() - start
     finally:
         process.kill()
+        process.wait()  # reaped: a zombie would fail later tests that count leftover children
     # 0.1-0.3 s on an idle machine; the bound leaves room for a loaded one (the old pool: > 30 s)
     assert "KeyboardInterrupt" in stderr and took < 3.0, (took, stderr[-500:])
 

@@ -141,6 +141,7 @@ def test_ctrl_c_while_requests_hang_stops_at_once_and_loses_nothing(server, prob
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+            process.wait()  # reaped: a zombie would fail later tests that count leftover children
     assert process.returncode == 130 and stderr.strip().splitlines()[-1] in ("aborted", "interrupted"), stderr
     # measured 0.3-0.5 s on a quiet machine, 1.3-1.9 s at load 20 on 2 cores (mostly the interpreter's own
     # teardown of numpy/networkx); the old thread pool held exit for each hanging request's timeouts (> 60 s)
