@@ -86,7 +86,8 @@ def plot(curves: dict[str, dict[int, list[dict]]], out: Path, title: str) -> Non
             steps = sorted(by_step)
             values = [[float(np.mean(seed[metric])) for seed in by_step[s]] for s in steps]
             mean = [np.mean(v) for v in values]
-            line, = axis.plot(steps, mean, marker="o", markersize=3, label=f"{algo} ({len(values[-1])} seed{'s' * (len(values[-1]) > 1)})")
+            seeds = max(len(v) for v in values)  # the band spans the steps that several seeds reached
+            line, = axis.plot(steps, mean, marker="o", markersize=3, label=f"{algo} ({seeds} seed{'s' * (seeds > 1)})")
             axis.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=line.get_color(), alpha=0.15)
         axis.set_title(label)
         axis.set_xlabel("training step (0 = warm-up)")

@@ -26,14 +26,16 @@ case $1 in
      train grpo-s0 grpo 2200 100 0 ;;         # ~ VPO@800's 8.45M tokens
   d) train multirlvr-s0 multi_rlvr 600 292 0 ;;
   # third sitting (session of 4 Dec 2026; worktree at bf154de, whose trainer reproduces the seed-0
-  # GRPO run's first steps bit for bit): a second seed, then the trainer-option ablation rows
+  # GRPO run's first steps bit for bit): seeds 1-2 and the trainer-option ablation rows, as run
+  # (lane f was stopped after its entropy run and lane i ran beside g and h; clip-higher, lane j,
+  # was started beside them and stopped at step ~30 for lack of time: not run)
   e) train vpo-s1 vpo 600 292 1 ;;
   f) train grpo-s1 grpo 600 100 1
      train grpo-darling-s0 grpo 600 100 0 --diversity-coef 1.0      # DARLING-style: r * (1 + div)
-     train grpo-entropy-s0 grpo 600 100 0 --entropy-coef 0.01       # entropy bonus in the loss
-     train grpo-cliphigh-s0 grpo 600 100 0 --eps-high 0.28 ;;       # clip-higher (DAPO's 0.28)
-  g) train vpo-s2 vpo 600 292 2                                   # after lane e, in its place
-     train goalgrpo-s0 goal_grpo 600 100 0 ;;
-  h) train grpo-s2 grpo 600 100 2                                 # after lane f, in its place
-     train maxk-s0 maxk 600 100 0 ;;
+     train grpo-entropy-s0 grpo 600 100 0 --entropy-coef 0.01 ;;    # entropy bonus in the loss
+  g) train vpo-s2 vpo 600 292 2 ;;                                  # after lane e
+  h) train grpo-s2 grpo 600 100 2                                   # after lane f
+     train maxk-s0 maxk 600 100 0 ;;                                # Max@K (PKPO, k = G/2)
+  i) train goalgrpo-s0 goal_grpo 600 100 0 ;;                       # goal-conditioned GRPO
+  j) train grpo-cliphigh-s0 grpo 600 100 0 --eps-high 0.28 ;;      # clip-higher (DAPO's 0.28): not run
 esac
