@@ -46,9 +46,9 @@ def grouped(models: dict) -> dict[str, dict[int | None, dict]]:
     return {algo: dict(sorted(runs.items(), key=lambda item: item[0] or 0)) for algo, runs in groups.items()}
 
 
-def per_maze(results: list[dict], column: str) -> np.ndarray:
-    """The column per maze, averaged over the group's seeds."""
-    return np.mean([r["per_maze"][column] for r in results], axis=0)
+def per_maze(runs: dict, column: str) -> np.ndarray:
+    """The column per maze, averaged over the group's seeds (`runs`: one group of grouped())."""
+    return np.mean([r["per_maze"][column] for r in runs.values()], axis=0)
 
 
 def per_seed_differences(runs: dict, baseline: dict, column: str) -> list[float]:
@@ -72,7 +72,7 @@ def build(models: dict, baselines: list[str]) -> dict:
             if baseline not in groups or algo == baseline:
                 continue
             for column in PAIRED + oracle_columns_of(models):
-                test = metrics.paired_test(per_maze(results, column), per_maze(list(groups[baseline].values()), column), resamples=5000)
+                test = metrics.paired_test(per_maze(runs, column), per_maze(groups[baseline], column), resamples=5000)
                 row[f"{column}_minus_{baseline}"] = {"mean": test.mean_difference, "ci95": [test.low, test.high], "p": test.p_value,
                                                      "per_seed": per_seed_differences(runs, groups[baseline], column)}
         rows[algo] = row
@@ -90,7 +90,7 @@ def markdown(rows: dict, baselines: list[str], mazes: int) -> str:
             for column in PAIRED + ORACLE_COLUMNS:
                 d = r.get(f"{column}_minus_{baseline}")
                 if d:
-                    seeds = d.get("per_seed", [])
+                    seeds = d["per_seed"]
                     spread = f"; per seed {', '.join(f'{v:+.3f}' for v in seeds)}" if len(seeds) > 1 else ""
                     lines.append(f"- {algo} {column}: {d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}], p={d['p']:.2g}{spread}")
     return "\n".join(lines) + "\n"
