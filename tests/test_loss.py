@@ -24,6 +24,15 @@ def joint_logprobs(model, samples, rows):
     return logp.gather(-1, samples.completion_ids[rows][..., None]).squeeze(-1)
 
 
+@torch.no_grad()
+def joint_entropy(model, samples, rows):
+    ids = torch.cat([samples.prompt_ids[rows], samples.completion_ids[rows]], dim=1)
+    mask = torch.cat([samples.prompt_mask[rows], torch.ones_like(samples.completion_ids[rows])], dim=1)
+    start = samples.prompt_ids.shape[1] - 1
+    logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=positions(mask)).logits[:, start:-1], -1)
+    return -(logp.exp() * logp).sum(-1)
+
+
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 @pytest.mark.parametrize("bucket_rows", [3, 1000])
 def test_shared_prefix_matches_the_joint_forward_and_its_gradient(arch, bucket_rows, monkeypatch):
@@ -37,7 +46,7 @@ def test_shared_prefix_matches_the_joint_forward_and_its_gradient(arch, bucket_r
     assert len(set(mask.sum(1).tolist())) > 1, "the test needs completions of several lengths"
     for rows in (torch.arange(12), torch.arange(5, 11)):
         model.zero_grad()
-        ours, all_logp = token_logprobs(model, samples, rows)
+        ours, entropy = token_logprobs(model, samples, rows, entropy=True)
         (ours * mask[rows]).sum().backward()
         grads = [p.grad.clone() for p in model.parameters()]
         model.zero_grad()
@@ -46,17 +55,16 @@ def test_shared_prefix_matches_the_joint_forward_and_its_gradient(arch, bucket_r
         torch.testing.assert_close(ours * mask[rows], reference * mask[rows], atol=2e-5, rtol=1e-4)
         for got, want in zip(grads, (p.grad for p in model.parameters())):
             torch.testing.assert_close(got, want, atol=5e-5, rtol=1e-3)
-        # every token's distribution sums to one on real completion tokens
-        sums = all_logp.exp().sum(-1)[mask[rows] > 0]
-        torch.testing.assert_close(sums, torch.ones_like(sums))
+        # each token's entropy is that of the joint forward's full distribution
+        torch.testing.assert_close(entropy.detach() * mask[rows], joint_entropy(model, samples, rows) * mask[rows],
+                                   atol=2e-5, rtol=1e-4)
         # the sampler's own log-probabilities agree (the model was in eval mode for both)
         torch.testing.assert_close(ours.detach() * mask[rows], samples.logprobs[rows], atol=1e-4, rtol=1e-3)
 
 
 def one_token_loss(ratio: float, advantage: float, **clip) -> loss.LossParts:
     logp = torch.tensor([[math.log(ratio)]])
-    all_logp = torch.log(torch.tensor([[[0.5, 0.5]]]))
-    return loss.ppo_clip_loss(logp, all_logp, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1),
+    return loss.ppo_clip_loss(logp, None, torch.zeros(1, 1), torch.tensor([advantage]), torch.ones(1, 1),
                               normalizer=1.0, **clip)
 
 
@@ -77,10 +85,9 @@ def test_entropy_bonus_subtracts_coef_times_token_entropy_normalized_like_the_lo
     # One rollout, two tokens over a 2-letter vocabulary: p = (0.5, 0.5) then (0.9, 0.1).
     # H = ln 2 = 0.693147 and -(0.9 ln 0.9 + 0.1 ln 0.1) = 0.325083; ratio 1, A = 2, normalizer 4.
     logits = torch.log(torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])).requires_grad_()
-    all_logp = torch.log_softmax(logits, dim=-1)
-    logp = all_logp[..., 0]
+    logp, entropy = loss.chosen_logprobs(logits, None, torch.zeros(1, 2, dtype=torch.long), entropy=True)
     common = dict(eps_low=0.2, eps_high=0.2, normalizer=4.0)
-    args = (logp, all_logp, logp.detach(), torch.tensor([2.0]))
+    args = (logp, entropy, logp.detach(), torch.tensor([2.0]))
     plain = loss.ppo_clip_loss(*args, torch.ones(1, 2), **common)
     assert plain.loss.item() == pytest.approx(-1.0, rel=1e-6)
     bonus = loss.ppo_clip_loss(*args, torch.ones(1, 2), entropy_coef=0.1, **common)
@@ -90,8 +97,50 @@ def test_entropy_bonus_subtracts_coef_times_token_entropy_normalized_like_the_lo
     assert masked.loss.item() == pytest.approx((-2 - 0.1 * 0.693147) / 4, rel=1e-5)  # a masked token adds nothing
     # With A = 0 only the bonus is left; dH/dz_i = -p_i (ln p_i + H), so for the 0.9 token
     # d loss / dz_0 = 0.1 * 0.9 * (ln 0.9 + 0.325083) / 4 = +0.0049438: descent flattens p.
-    alone = loss.ppo_clip_loss(logp, all_logp, logp.detach(), torch.tensor([0.0]), torch.ones(1, 2),
+    alone = loss.ppo_clip_loss(logp, entropy, logp.detach(), torch.tensor([0.0]), torch.ones(1, 2),
                                entropy_coef=0.1, **common)
     alone.loss.backward()
     assert float(logits.grad[0, 1, 0]) == pytest.approx(0.0049438, rel=1e-4)
     assert float(logits.grad[0, 0, 0]) == pytest.approx(0.0, abs=1e-7)  # the uniform token is at the maximum
+
+
+@pytest.mark.parametrize("chunk_tokens", [1, 5, 10**6])
+def test_chunked_head_equals_the_full_log_softmax_and_its_gradient(chunk_tokens, monkeypatch):
+    """Chunks of the head's positions (recomputed in the backward) give the full (N, T, V)
+    log-softmax's values, entropies and gradients, through the head's weight too."""
+    vocab = 50
+    monkeypatch.setattr(loss, "LOGIT_BYTES", 4 * vocab * chunk_tokens)
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, vocab, bias=False)
+    hidden = torch.randn(3, 7, 16, requires_grad=True)
+    targets = torch.randint(0, vocab, (3, 7))
+    weights = torch.randn(3, 7)
+    got, entropy = loss.chosen_logprobs(hidden, head, targets, entropy=True)
+    ((got + 0.3 * entropy) * weights).sum().backward()
+    grads = hidden.grad.clone(), head.weight.grad.clone()
+    hidden.grad, head.weight.grad = None, None
+    full = torch.log_softmax(head(hidden), -1)
+    want = full.gather(-1, targets[..., None]).squeeze(-1)
+    want_entropy = -(full.exp() * full).sum(-1)
+    ((want + 0.3 * want_entropy) * weights).sum().backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(entropy, want_entropy)
+    torch.testing.assert_close(grads[0], hidden.grad)
+    torch.testing.assert_close(grads[1], head.weight.grad)
+    assert loss.chosen_logprobs(hidden, head, targets, entropy=False)[1] is None
+
+
+def test_a_head_that_rescales_its_logits_runs_through_the_models_own_forward(monkeypatch):
+    """A config with a logit cap (Gemma-style) is not split into backbone + head."""
+    tok = tiny.char_tokenizer()
+    model = tiny.new_model("nano", "llama", tok, context=64, seed=1)
+    assert loss.head_parts(model) is not None
+    samples = Sampler(model, tok).sample(["ab", "xyz=1"], n=2, max_new_tokens=6, temperature=1.0, seed=3)
+    rows = torch.arange(4)
+    split = token_logprobs(model, samples, rows)[0]
+    model.config.final_logit_softcapping = 30.0
+    assert loss.head_parts(model) is None
+    model.config.final_logit_softcapping = None
+    monkeypatch.setattr(loss, "head_parts", lambda m: None)
+    whole = token_logprobs(model, samples, rows)[0]
+    torch.testing.assert_close(split, whole, atol=2e-5, rtol=1e-4)

@@ -19,6 +19,7 @@ from evo.policies.base import Completion
 from tests.test_trainer import warm_up
 from tests.test_vllm import KV_BYTES, VLLM_PY, needs_vllm, vllm_env
 from training.engines import as_rollout, engine_defaults
+from training.trainer import MEASURED
 
 torch.set_num_threads(1)
 
@@ -60,7 +61,7 @@ if __name__ == "__main__":
                                   "greedy": [[c.text for c in g] for g in theirs], "local": [[c.text for c in g] for g in ours]}))
 """
 
-TIMING = ("seconds", "tokens_per_s", "logprob_gap", "synced")
+TIMING = (*MEASURED, "logprob_gap", "synced")
 
 
 @needs_vllm
@@ -97,7 +98,7 @@ def test_as_rollout_builds_the_samplers_tensors() -> None:
 
 
 def test_engine_defaults_leave_room_for_the_trainer() -> None:
-    assert engine_defaults("cuda:0", 32768) == {"dtype": "float32", "seed": 0, "max_model_len": 8192, "gpu_memory_utilization": 0.3}
+    assert engine_defaults("cuda:0", 32768, torch.bfloat16) == {"dtype": "bfloat16", "seed": 0, "max_model_len": 8192, "gpu_memory_utilization": 0.3}
     cpu = engine_defaults("cpu", 256)
     assert cpu["kv_cache_memory_bytes"] > 0 and cpu["max_model_len"] == 256 and cpu["enforce_eager"]
     assert not cpu["enable_chunked_prefill"] and cpu["max_num_batched_tokens"] >= 256  # whole prompts per step

@@ -21,18 +21,21 @@ SNAPSHOTS = "steps"  # out/steps/000100: the weights after step 100, for held-ou
 
 
 def export(model, tokenizer, out: Path, *, half: bool = True) -> None:
-    """Write a Hugging Face directory to ship or serve. With `half` the weights are stored as
-    float16 (half the bytes) but config.json keeps float32, so `from_pretrained(dtype="auto")`
-    and `vllm serve` compute in float32 like the model that was trained. `model` is unchanged."""
+    """Write a Hugging Face directory to ship or serve; config.json's dtype is the dtype the
+    model computes in. With `half` float32 weights are stored as float16 (half the bytes), and
+    config.json still says float32, so `from_pretrained(dtype="auto")` and `vllm serve` compute
+    in float32 like the model that was trained; bf16 / fp16 weights are stored as they are.
+    `model` is unchanged."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True, state_dict=(
-        {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()} if half else None))
+    state = {k: v.half() if v.dtype == torch.float32 else v for k, v in model.state_dict().items()} if half else None
+    model.save_pretrained(out, safe_serialization=True, state_dict=state)
     tokenizer.save_pretrained(out)
     config = json.loads((out / "config.json").read_text())
+    compute = str(next(model.parameters()).dtype).removeprefix("torch.")
     for key in ("dtype", "torch_dtype"):
-        if key in config:
-            config[key] = "float32"
+        if key in config or key == "dtype":
+            config[key] = compute
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 

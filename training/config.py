@@ -23,7 +23,7 @@ class TrainConfig:
     prompts: int = 16  # prompts (task instances) per step
     group: int = 8  # rollouts per prompt (G)
     answers: int = 3  # answers per rollout for multi-answer methods (vpo, multi_rlvr)
-    max_new_tokens: int = 64
+    max_new_tokens: int = 0  # 0: 1.5x the task's longest m-answer demonstration (trainer.token_budget)
     temperature: float = 1.0
     top_p: float = 1.0
     lr: float = 2e-4
@@ -37,8 +37,9 @@ class TrainConfig:
     ppo_epochs: int = 1
     micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
-    bf16: bool = False  # bfloat16 autocast for sampling and the loss forward (weights stay float32)
+    bf16: bool = False  # bfloat16 autocast for sampling and the loss forward of float32 weights
     seed: int = 0
+    max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
     save_every: int = 50
     snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)
@@ -52,11 +53,11 @@ class TrainConfig:
     lora_alpha: float = 16.0
 
     def __post_init__(self) -> None:
-        positive = ("steps", "prompts", "group", "answers", "max_new_tokens", "ppo_epochs", "micro_batches", "save_every")
+        positive = ("steps", "prompts", "group", "answers", "ppo_epochs", "micro_batches", "save_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("entropy_coef", "diversity_coef"):
+        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.rollouts not in ROLLOUTS:

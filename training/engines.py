@@ -23,10 +23,10 @@ CPU_KV_BYTES = 256 << 20  # vLLM on CPU otherwise reserves a share of the machin
 CPU_BATCH_TOKENS = 4096  # the step's token budget without chunked prefill (at least the context)
 
 
-def engine_defaults(device: str, context: int | None) -> dict:
-    """vLLM engine options the trainer needs (float32 like the trainer's weights; room for the
-    trainer on a GPU); `--vllm-option KEY=VALUE` overrides any of them."""
-    options: dict = {"dtype": "float32", "seed": 0}
+def engine_defaults(device: str, context: int | None, dtype: torch.dtype = torch.float32) -> dict:
+    """vLLM engine options the trainer needs (the trainer's weights' dtype; room for the trainer
+    on a GPU); `--vllm-option KEY=VALUE` overrides any of them."""
+    options: dict = {"dtype": str(dtype).removeprefix("torch."), "seed": 0}
     if context:
         options["max_model_len"] = min(context, 8192)
     if device.startswith("cuda"):
@@ -93,8 +93,9 @@ class VLLMSampler:
         from evo.policies.vllm_engine import VLLMPolicy
 
         self.model, self.sync_every, self.bf16 = model, sync_every, bf16
-        device = str(next(model.parameters()).device)
-        self.policy = VLLMPolicy(path, **{**engine_defaults(device, context_length(model)), **(engine or {})})
+        weight = next(model.parameters())
+        defaults = engine_defaults(str(weight.device), context_length(model), weight.dtype)
+        self.policy = VLLMPolicy(path, **{**defaults, **(engine or {})})
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.gap = float("nan")
 

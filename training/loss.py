@@ -16,48 +16,103 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 BUCKET_ROWS = 32  # completions are run in length buckets of about this many rows
+LOGIT_BYTES = 256 << 20  # float32 logits computed at once by `chosen_logprobs` (a chunk of tokens)
+SOFTCAPS = ("final_logit_softcapping", "logit_scale", "logits_scaling")  # config keys of a non-linear head
 
 
-def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities (len(rows), T) of the sampled tokens, and every token's (for entropy).
+def head_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
+    """(backbone, lm_head) when the model's logits are `lm_head(backbone(...).last_hidden_state)`,
+    so the loss can run the head chunk by chunk; None for heads that rescale or cap the logits.
+    A peft (LoRA) wrapper is looked through: its adapters live inside the backbone."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head, backbone = inner.get_output_embeddings(), getattr(inner, "base_model", None)
+    if head is None or backbone is None or backbone is inner:
+        return None
+    if any(getattr(inner.config, key, None) not in (None, 1, 1.0) for key in SOFTCAPS):
+        return None
+    return backbone, head
+
+
+def chosen_logprobs(hidden: torch.Tensor, head: torch.nn.Module | None, targets: torch.Tensor,
+                    entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of `targets` (...,) and, with `entropy`, each position's entropy, from
+    final hidden states (..., H) through `head` (or from logits (..., V) when `head` is None).
+
+    Never holds float32 logits of more than LOGIT_BYTES at once: the positions are cut into
+    chunks, each chunk's logits live only inside it, and under autograd each chunk is
+    recomputed in the backward (torch.utils.checkpoint) instead of kept. This is TRL's
+    selective log-softmax idea, extended to the head's matmul and to the entropy."""
+    shape = targets.shape
+    flat, ids = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
+    vocab = head.out_features if head is not None else hidden.shape[-1]
+    size = max(1, LOGIT_BYTES // (4 * vocab))
+    grad = torch.is_grad_enabled() and flat.requires_grad and len(ids) > size  # one chunk: nothing to save
+
+    def piece(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = (head(x) if head is not None else x).float()
+        norm = torch.logsumexp(logits, dim=-1)
+        chosen = logits.gather(-1, y[:, None]).squeeze(-1) - norm
+        if not entropy:
+            return chosen, chosen.new_zeros(())
+        return chosen, norm - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+
+    parts = [torch.utils.checkpoint.checkpoint(piece, x, y, use_reentrant=False) if grad else piece(x, y)
+             for x, y in zip(flat.split(size), ids.split(size))]
+    logp = torch.cat([p[0] for p in parts]).reshape(shape)
+    return logp, (torch.cat([p[1] for p in parts]).reshape(shape) if entropy else None)
+
+
+def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor, *,
+                   entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities (len(rows), T) of the sampled tokens, and with `entropy` each token's
+    entropy (len(rows), T); positions past a completion's end hold zeros.
 
     Equal to one forward over prompt + completion per row, but cheaper: each prompt is
     encoded once for all of its rollouts in `rows` (its keys and values are shared, so their
     gradients add up), and the completions run in buckets of similar length, each cut to its
-    longest completion. Positions past a completion's end hold zeros."""
+    longest completion. No (rows, T, vocabulary) tensor is formed: the head runs chunk by
+    chunk (`chosen_logprobs`), in the model's dtype, with float32 log-sum-exps."""
     rows = rows.to(samples.completion_ids.device)
+    parts = head_parts(model)
     if torch.is_grad_enabled() and checkpointed_layers(model):
-        return joint_logprobs(model, samples, rows)
+        return joint_logprobs(model, samples, rows, entropy=entropy)
+    body, head = parts if parts is not None else (model, None)
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
-    cache_arg = cache_argument(model)
-    prefix = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask),
-                   use_cache=True)
+    cache_arg = cache_argument(body)
+    prefix = body(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask), use_cache=True)
+    last = _output(prefix, head)
     keys_values = [(layer.keys, layer.values) for layer in getattr(prefix, cache_arg).layers]
     prompt_lengths = prompt_mask.sum(1)
     width = samples.completion_ids.shape[1]
     lengths = samples.completion_mask[rows].sum(1)
     logp = torch.zeros((len(rows), width), device=rows.device)
-    all_logp = torch.zeros((len(rows), width, prefix.logits.shape[-1]), device=rows.device)
+    ent = torch.zeros((len(rows), width), device=rows.device) if entropy else None
     for bucket in torch.argsort(lengths, stable=True).tensor_split(max(1, round(len(rows) / BUCKET_ROWS))):
         if len(bucket) == 0:
             continue
         owner, length = inverse[bucket], max(1, int(lengths[bucket].max()))
         completion = samples.completion_ids[rows[bucket], :length]
-        logits = prefix.logits[owner, -1:]
+        states = last[owner, -1:]
         if length > 1:
             cache = DynamicCache(config=model.config)
             for layer, (k, v) in enumerate(keys_values):
                 cache.update(k[owner], v[owner], layer)
             mask = torch.cat([prompt_mask[owner], torch.ones_like(completion[:, 1:])], dim=1)
             steps = prompt_lengths[owner, None] + torch.arange(length - 1, device=rows.device)
-            rest = model(input_ids=completion[:, :-1], attention_mask=mask, position_ids=steps, **{cache_arg: cache})
-            logits = torch.cat([logits, rest.logits], dim=1)
-        bucket_logp = torch.log_softmax(logits.float(), dim=-1)
-        all_logp[bucket, :length] = bucket_logp
-        logp[bucket, :length] = bucket_logp.gather(-1, completion[..., None]).squeeze(-1)
-    return logp, all_logp
+            rest = body(input_ids=completion[:, :-1], attention_mask=mask, position_ids=steps, **{cache_arg: cache})
+            states = torch.cat([states, _output(rest, head)], dim=1)
+        chosen, entropies = chosen_logprobs(states, head, completion, entropy)
+        logp[bucket, :length] = chosen
+        if ent is not None:
+            ent[bucket, :length] = entropies
+    return logp, ent
+
+
+def _output(out, head: torch.nn.Module | None) -> torch.Tensor:
+    """What `chosen_logprobs` takes: the backbone's final hidden states, or the model's logits."""
+    return out.logits if head is None else out.last_hidden_state
 
 
 def checkpointed_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -65,11 +120,14 @@ def checkpointed_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
 
 
-def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor, *,
+                   entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`token_logprobs` as one forward over prompt + completion per row, without a KV cache, under
     gradient checkpointing (a recomputed layer cannot share a prompt cache). transformers only
     checkpoints layers in training mode: their own flag is set for the forward, so dropout
     elsewhere stays off as in every other forward of the trainer."""
+    parts = head_parts(model)
+    body, head = parts if parts is not None else (model, None)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[rows], samples.prompt_mask[rows])
     completion, keep = samples.completion_ids[rows], samples.completion_mask[rows]
     mask = torch.cat([prompt_mask, torch.ones_like(keep)], dim=1)
@@ -77,13 +135,14 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor)
     for layer in layers:
         layer.training = True
     try:
-        out = model(input_ids=torch.cat([prompt_ids, completion], dim=1), attention_mask=mask,
-                    position_ids=positions(mask), use_cache=False)
+        out = body(input_ids=torch.cat([prompt_ids, completion], dim=1), attention_mask=mask,
+                   position_ids=positions(mask), use_cache=False)
     finally:
         for layer in layers:
             layer.training = False
-    all_logp = torch.log_softmax(out.logits[:, prompt_ids.shape[1] - 1:-1].float(), dim=-1) * keep[..., None]
-    return all_logp.gather(-1, completion[..., None]).squeeze(-1) * keep, all_logp
+    states = _output(out, head)[:, prompt_ids.shape[1] - 1:-1]
+    logp, ent = chosen_logprobs(states, head, completion, entropy)
+    return logp * keep, (None if ent is None else ent * keep)
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,13 +155,13 @@ def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, tor
 class LossParts:
     loss: torch.Tensor  # scalar, already divided by the normalizer
     clipped: float  # number of masked tokens where the clip was active
-    entropy: float  # summed token entropy over masked tokens
+    entropy: float  # summed token entropy over masked tokens (0 when not computed)
     kl: float  # summed k3 over masked tokens
 
 
 def ppo_clip_loss(
     logp: torch.Tensor,
-    all_logp: torch.Tensor,
+    entropy: torch.Tensor | None,
     old_logp: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
@@ -116,13 +175,16 @@ def ppo_clip_loss(
 ) -> LossParts:
     """PPO-clip over tokens; per-token losses are summed and divided by a constant, so a
     rollout's weight does not depend on its length (no per-sequence averaging).
+    `entropy` (R, T) is each token's entropy (None: not computed, reported as 0);
     `entropy_coef` > 0 subtracts coef * token entropy (the bonus, normalized alike)."""
     ratio = torch.exp(logp - old_logp)
     a = advantages[:, None]
     clipped_ratio = ratio.clamp(1 - eps_low, 1 + eps_high)
     per_token = -torch.min(ratio * a, clipped_ratio * a)
     if entropy_coef:
-        per_token = per_token - entropy_coef * token_entropy(all_logp)
+        if entropy is None:
+            raise ValueError("entropy_coef > 0 needs the token entropies (token_logprobs(..., entropy=True))")
+        per_token = per_token - entropy_coef * entropy
     kl_sum = 0.0
     if ref_logp is not None:
         delta = ref_logp - logp
@@ -132,10 +194,5 @@ def ppo_clip_loss(
     loss = (per_token * mask).sum() / normalizer
     with torch.no_grad():
         active = ((ratio * a) > (clipped_ratio * a)).float()
-        entropy = token_entropy(all_logp)
-    return LossParts(loss, float((active * mask).sum()), float((entropy * mask).sum()), kl_sum)
-
-
-def token_entropy(all_logp: torch.Tensor) -> torch.Tensor:
-    """Entropy of every token's distribution from its log-probabilities (..., V) -> (...)."""
-    return -(all_logp.exp() * all_logp).sum(-1)
+        entropy_sum = 0.0 if entropy is None else float((entropy.detach() * mask).sum())
+    return LossParts(loss, float((active * mask).sum()), entropy_sum, kl_sum)

@@ -1,9 +1,10 @@
 """The model the trainer updates: any Hugging Face causal LM, on a chosen device, with the
 prompt encoding (chat template or plain text), gradient checkpointing and LoRA adapters.
 
-Llama, Qwen2/Qwen3, Mistral and GPT-2 layouts load through `AutoModelForCausalLM`; weights
-stay float32 (bf16 is autocast, `--bf16`), so the update is the same arithmetic on CPU and
-CUDA. LoRA (the `peft` extra) trains adapters only; every checkpoint and weight sync carries
+Llama, Qwen2/Qwen3, Mistral and GPT-2 layouts load through `AutoModelForCausalLM`. On CUDA
+the weights keep the checkpoint's own dtype end to end (a bf16 model trains, samples and is
+saved in bf16: 2 bytes a parameter, and AdamW's moments alike); on CPU they are float32
+(half precision is slow there; `--bf16` autocasts). LoRA (the `peft` extra) trains adapters only; every checkpoint and weight sync carries
 the merged weights, so `local:` and `vllm serve` load them like any other directory.
 """
 
@@ -42,8 +43,10 @@ def resolve_device(name: str) -> str:
 
 
 def load(path: str, options: ModelOptions = ModelOptions()) -> tuple[torch.nn.Module, object]:
-    """A float32 causal LM from a Hugging Face directory on the options' device, and its tokenizer."""
-    model, tokenizer = load_causal_lm(path, device=resolve_device(options.device))
+    """A causal LM from a Hugging Face directory on the options' device (float32 on CPU, the
+    checkpoint's dtype on CUDA), and its tokenizer."""
+    device = resolve_device(options.device)
+    model, tokenizer = load_causal_lm(path, device=device, dtype="auto" if device == "cuda" else torch.float32)
     if options.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache

@@ -21,10 +21,13 @@ from evo import metrics
 from evo.errors import UserError
 from evo.scores import scalarize
 from tasks.base import Similar
-from training import advantages, checkpoint, diversity, models
+from training import advantages, checkpoint, diversity, memory, models
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
 from training.rollouts import Rollouts, answers_for, check_template, collect
+
+
+MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "peak_memory_gib", "tokens_per_s")  # not seeded
 
 
 @dataclass
@@ -53,7 +56,8 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
     task = task if task is not None else get_task(config.task)
     if config.algo not in advantages.REGISTRY:
         raise UserError(f"unknown algorithm {config.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
-    check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, answers_for(config.algo, config.answers))
+    m = answers_for(config.algo, config.answers)
+    check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, m)
     check_diversity(task, config)
     if config.rollouts == "vllm":
         from evo.policies.vllm_engine import import_vllm
@@ -62,6 +66,9 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
     model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
+    encode = models.prompt_encoder(tokenizer, config.chat)
+    if not config.max_new_tokens:
+        config = replace(config, max_new_tokens=token_budget(task, encode, m, seed=config.seed))
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
     step = 0
@@ -77,8 +84,16 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
 
         sampler = VLLMSampler(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
                               bf16=config.bf16, engine=config.vllm_options)
-    return State(config, task, model, tokenizer, optimizer, reference, step, sampler,
-                 models.prompt_encoder(tokenizer, config.chat))
+    return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
+
+
+def token_budget(task: tasks.Task, encode: Callable, m: int, *, seed: int = 0, count: int = 16) -> int:
+    """The default --max-new-tokens: 1.5x the longest of `count` demonstrations of an m-answer
+    completion in this tokenizer's tokens, plus room for the end token (rounded up to 8)."""
+    rng = np.random.default_rng(seed)
+    texts = [task.demonstrations(instance, m, rng) for instance in task.instances("train", count, seed=seed)]
+    longest = max(len(ids) for ids in encode(texts))
+    return int(math.ceil((1.5 * longest + 1) / 8) * 8)
 
 
 def check_diversity(task: tasks.Task, config: TrainConfig) -> None:
@@ -157,14 +172,15 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
     old = frozen_logprobs(state.model, rolls, config) if config.ppo_epochs > 1 else None
     ref = frozen_logprobs(state.reference, rolls, config) if state.reference is not None else None
+    entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
         for rows in chunks(total, config.micro_batches):
             with autocast(config):
-                logp, all_logp = token_logprobs(state.model, samples, rows)
+                logp, token_entropy = token_logprobs(state.model, samples, rows, entropy=entropy)
             parts = ppo_clip_loss(
-                logp, all_logp, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
+                logp, token_entropy, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
                 eps_low=config.eps_low, eps_high=config.eps_high, normalizer=total * config.norm,
                 ref_logp=None if ref is None else ref[rows], kl_coef=config.kl_coef,
                 entropy_coef=config.entropy_coef,
@@ -176,13 +192,15 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
         sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(state.optimizer.param_groups[0]["params"], config.max_grad_norm))
         state.optimizer.step()
     tokens = float(mask.sum()) * config.ppo_epochs
-    return {
+    record = {
         "loss": sums["loss"] / config.ppo_epochs,
         "grad_norm": sums["grad_norm"] / config.ppo_epochs,
-        "entropy": sums["entropy"] / max(tokens, 1.0),
         "kl": sums["kl"] / max(tokens, 1.0),
         "clip_fraction": sums["clipped"] / max(tokens, 1.0),
     }
+    if entropy:
+        record["entropy"] = sums["entropy"] / max(tokens, 1.0)
+    return record
 
 
 def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
@@ -203,16 +221,38 @@ def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
 
 
 def train_step(state: State) -> dict:
+    """One step: rollouts, advantages, the update and (vLLM rollouts) the weight push, each timed."""
+    device = next(state.model.parameters()).device
+    memory.reset_peak(device)
     started = time.perf_counter()
     rolls, adv = rollout(state)
+    rolled = time.perf_counter()
     record = {"step": state.step + 1, **reward_metrics(state.task, rolls, adv), **update(state, rolls, adv)}
+    updated = time.perf_counter()
     if state.sampler is not None:
         record.update(state.sampler.after_update(state.step + 1))
-    seconds = time.perf_counter() - started
-    record["seconds"] = seconds
-    record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / seconds
+    finished = time.perf_counter()
+    record.update(seconds=finished - started, rollout_seconds=rolled - started, update_seconds=updated - rolled,
+                  sync_seconds=finished - updated, peak_memory_gib=memory.peak_gib(device))
+    record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / record["seconds"]
     state.step += 1
     return record
+
+
+def check_signal(history: list[dict], config: TrainConfig) -> None:
+    """Stop a run that trains on nothing: `config.max_empty_steps` steps in a row where at least
+    90% of the completions were cut off by the token budget or did not parse."""
+    window = history[-config.max_empty_steps:] if config.max_empty_steps else []
+    if len(window) < config.max_empty_steps or not all(r["truncated"] >= 0.9 or r["parse_failed"] >= 0.9 for r in window):
+        return
+    truncated = sum(r["truncated"] for r in window) / len(window)
+    if truncated >= 0.5:
+        cause = (f"{truncated:.0%} of the completions were cut off at --max-new-tokens {config.max_new_tokens}: "
+                 "raise it (or leave it at 0 to size it from the task)")
+    else:
+        cause = "the completions do not follow the task's answer format: warm the model up first (evo pretrain)"
+    raise UserError(f"no training signal for {len(window)} steps in a row (up to step {window[-1]['step']}): "
+                    f"{cause}; --max-empty-steps 0 trains on anyway")
 
 
 def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, task: tasks.Task | None = None) -> list[dict]:
@@ -221,6 +261,7 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
     state = setup(config, resume, task)
+    config = state.config  # with the token budget resolved
     config.save(out)
     records = []
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, desc=f"{config.algo}", unit="step")
@@ -230,6 +271,7 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
             raise RuntimeError(f"non-finite metrics at step {record['step']}: {record}")
         checkpoint.append_metrics(out, record)
         records.append(record)
+        check_signal(records, config)
         if config.snapshot_every and state.step % config.snapshot_every == 0:
             checkpoint.snapshot(out, models.merged(state.model), state.tokenizer, state.step)
         if state.step % config.save_every == 0 or state.step == config.steps:

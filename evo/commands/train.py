@@ -97,7 +97,8 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
 @config_option("--prompts", type=click.IntRange(1), help="Prompts per step.")
 @config_option("--group", type=click.IntRange(1), help="Rollouts per prompt (G).")
 @config_option("--answers", type=click.IntRange(1), help="Answers per rollout of multi-answer algos (`set` in --list-algos).")
-@config_option("--max-new-tokens", type=params.MAX_NEW_TOKENS)
+@config_option("--max-new-tokens", type=click.IntRange(0),
+               help="Token budget of a completion (0: 1.5x the task's longest m-answer demonstration).")
 @config_option("--temperature", type=params.TEMPERATURE)
 @config_option("--top-p", type=params.TOP_P)
 @config_option("--lr", type=float)
@@ -112,6 +113,8 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
 @config_option("--ppo-epochs", type=click.IntRange(1))
 @config_option("--micro-batches", type=click.IntRange(1), help="Gradient accumulation chunks.")
 @config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
+@config_option("--max-empty-steps", type=click.IntRange(0),
+               help="Stop after this many steps in a row with >= 90% of completions truncated or unparseable (0: never).")
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")

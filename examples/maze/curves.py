@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-COLUMNS = ("scalar", "best_in_set", "diversity", "entropy", "parse_failed", "truncated")
+COLUMNS = ("scalar", "best_in_set", "diversity", "parse_failed", "truncated")  # entropy: only --entropy-coef runs log it
 
 
 def main() -> None:
