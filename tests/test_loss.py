@@ -109,7 +109,7 @@ def test_chunked_head_equals_the_full_log_softmax_and_its_gradient(chunk_tokens,
     """Chunks of the head's positions (recomputed in the backward) give the full (N, T, V)
     log-softmax's values, entropies and gradients, through the head's weight too."""
     vocab = 50
-    monkeypatch.setattr(loss, "LOGIT_BYTES", 4 * vocab * chunk_tokens)
+    monkeypatch.setattr(loss, "LOGIT_BYTES_DEFAULT", 4 * vocab * chunk_tokens)
     torch.manual_seed(0)
     head = torch.nn.Linear(16, vocab, bias=False)
     hidden = torch.randn(3, 7, 16, requires_grad=True)

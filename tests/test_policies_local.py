@@ -81,6 +81,21 @@ def test_fast_path_covers_grouped_query_attention() -> None:
             assert torch.allclose(torch.tensor(c.logprobs), teacher_forced(model, prompt, c.token_ids), atol=1e-3)
 
 
+def test_fast_path_covers_qwen2_biases_and_grouped_heads() -> None:
+    model = sharp_model("qwen2")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 2.0)  # q/k/v biases (zero at init) must enter the fast path's projections
+    assert fastlm.supports(model) and model.config.num_key_value_heads < model.config.num_attention_heads
+    out = Sampler(model, TOK).sample(PROMPTS, n=2, max_new_tokens=10, seed=0)
+    for prompt, group in zip(PROMPTS, out.completions):
+        for c in group:
+            assert torch.allclose(torch.tensor(c.logprobs), teacher_forced(model, prompt, c.token_ids), atol=1e-3)
+    model.config.use_sliding_window = True
+    assert not fastlm.supports(model)
+
+
 def test_other_architectures_use_the_model_forward() -> None:
     cfg = GPTNeoXConfig(vocab_size=len(TOK), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=128, max_position_embeddings=128, eos_token_id=tiny.EOS_ID)

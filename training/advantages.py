@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import comb
-from scipy.stats import gamma, qmc
 
 from evo.scores import scalarize
 
@@ -159,6 +157,8 @@ def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     subset's max (M) and the max of the subset without it (L, an unbiased max@(k-1) of the
     other n - 1 samples, so it does not depend on the sample's own reward).
     """
+    from scipy.special import comb  # scipy is imported where it is used: the trainer runs without it
+
     j = np.arange(n)[:, None]  # rank of the sample, 0-based
     l = np.arange(n)[None, :]  # rank of the subset's max
     total = comb(n - 1, k - 1)
@@ -194,6 +194,8 @@ def dirichlet_weights(rng: np.random.Generator, groups: int, count: int, d: int,
     """
     if not sobol:
         return rng.dirichlet(np.full(d, alpha), size=(groups, count))
+    from scipy.stats import gamma, qmc
+
     dims = d - 1 if alpha == 1.0 else d
     if dims == 0:
         return np.ones((groups, count, d))

@@ -16,7 +16,8 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 BUCKET_ROWS = 32  # completions are run in length buckets of about this many rows
-LOGIT_BYTES = 256 << 20  # float32 logits computed at once by `chosen_logprobs` (a chunk of tokens)
+LOGIT_BYTES = {"cuda": 256 << 20}  # float32 logits `chosen_logprobs` forms at once, per device type
+LOGIT_BYTES_DEFAULT = 32 << 20  # elsewhere (CPU: its peak is ~5x this, tests/benchmarks/bench_update_memory.py)
 SOFTCAPS = ("final_logit_softcapping", "logit_scale", "logits_scaling")  # config keys of a non-linear head
 
 
@@ -45,7 +46,7 @@ def chosen_logprobs(hidden: torch.Tensor, head: torch.nn.Module | None, targets:
     shape = targets.shape
     flat, ids = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
     vocab = head.out_features if head is not None else hidden.shape[-1]
-    size = max(1, LOGIT_BYTES // (4 * vocab))
+    size = max(1, LOGIT_BYTES.get(hidden.device.type, LOGIT_BYTES_DEFAULT) // (4 * vocab))
     grad = torch.is_grad_enabled() and flat.requires_grad and len(ids) > size  # one chunk: nothing to save
 
     def piece(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,6 +21,7 @@ from transformers import (
     AutoModelForCausalLM,
     GPT2Config,
     LlamaConfig,
+    Qwen2Config,
     PreTrainedModel,
     PreTrainedTokenizerFast,
 )
@@ -30,7 +31,7 @@ PAD, BOS, EOS, UNK = "<｜pad｜>", "<｜bos｜>", "<｜eos｜>", "<｜unk｜>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127))  # newline + printable ASCII
-ARCHS = ("llama", "gpt2")
+ARCHS = ("llama", "gpt2", "qwen2")
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def _vocab_size(vocab: int | PreTrainedTokenizerFast | None) -> int:
 
 
 def config(size: str = "nano", arch: str = "llama", vocab: int | PreTrainedTokenizerFast | None = None,
-           *, context: int = DEFAULT_CONTEXT) -> GPT2Config | LlamaConfig:
+           *, context: int = DEFAULT_CONTEXT) -> GPT2Config | LlamaConfig | Qwen2Config:
     """A transformers config for a named size ("nano", "micro") and architecture ("llama", "gpt2")."""
     if size not in SIZES:
         raise ValueError(f"unknown tiny size {size!r}; known: {', '.join(SIZES)}")
@@ -92,6 +93,11 @@ def config(size: str = "nano", arch: str = "llama", vocab: int | PreTrainedToken
         return GPT2Config(vocab_size=v, n_positions=context, n_embd=s.d_model, n_layer=s.n_layer,
                           n_head=s.n_head, n_inner=4 * s.d_model, resid_pdrop=0.0, embd_pdrop=0.0,
                           attn_pdrop=0.0, **ids)
+    if arch == "qwen2":  # Llama with q/k/v biases and grouped key/value heads, as Qwen2.5
+        return Qwen2Config(vocab_size=v, hidden_size=s.d_model, intermediate_size=s.d_ff,
+                           num_hidden_layers=s.n_layer, num_attention_heads=s.n_head,
+                           num_key_value_heads=max(1, s.n_head // 2), max_position_embeddings=context,
+                           rope_theta=10000.0, use_sliding_window=False, **ids)
     return LlamaConfig(vocab_size=v, hidden_size=s.d_model, intermediate_size=s.d_ff,
                        num_hidden_layers=s.n_layer, num_attention_heads=s.n_head,
                        num_key_value_heads=s.n_head, max_position_embeddings=context,

@@ -1,4 +1,4 @@
-"""A lean decoding forward for Llama- and GPT-2-style models, reading the HF model's weights.
+"""A lean decoding forward for Llama-, Qwen2- and GPT-2-style models, reading the HF model's weights.
 
 Used by the Sampler when the model is one of these (the HF forward otherwise). Per layer and
 token: one fused q/k/v projection, a write into a preallocated KV cache, one attention call,
@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+
+LLAMA_LIKE = ("llama", "qwen2")  # RMSNorm, rotary positions, gated SiLU MLP, model.model.layers
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,13 @@ def supports(model: torch.nn.Module) -> bool:
     if hasattr(model, "peft_config"):
         return False
     cfg = model.config
-    if cfg.model_type == "llama":
+    if cfg.model_type in LLAMA_LIKE:
         rope = getattr(cfg, "rope_parameters", None) or {}
-        return (not cfg.attention_bias and not cfg.mlp_bias and cfg.hidden_act == "silu"
-                and rope.get("rope_type", "default") == "default" and getattr(cfg, "pretraining_tp", 1) == 1)
+        plain = (cfg.hidden_act == "silu" and rope.get("rope_type", "default") == "default"
+                 and getattr(cfg, "pretraining_tp", 1) == 1)
+        if cfg.model_type == "qwen2":  # Llama with q/k/v biases; sliding-window layers are not reproduced
+            return plain and not getattr(cfg, "use_sliding_window", False)
+        return plain and not cfg.mlp_bias
     if cfg.model_type == "gpt2":
         return (cfg.activation_function in ("gelu_new", "gelu_pytorch_tanh") and cfg.scale_attn_weights
                 and not cfg.scale_attn_by_inverse_layer_idx and not cfg.reorder_and_upcast_attn)
@@ -55,7 +61,7 @@ class FastLM:
 
     def __init__(self, model: torch.nn.Module, rows: int, length: int) -> None:
         cfg = model.config
-        self.llama = cfg.model_type == "llama"
+        self.llama = cfg.model_type in LLAMA_LIKE
         self.heads = cfg.num_attention_heads if self.llama else cfg.n_head
         self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
         d = cfg.hidden_size if self.llama else cfg.n_embd
@@ -71,13 +77,15 @@ class FastLM:
 
     @staticmethod
     def _blocks(model):
-        return model.model.layers if model.config.model_type == "llama" else model.transformer.h
+        return model.model.layers if model.config.model_type in LLAMA_LIKE else model.transformer.h
 
     def _llama_layer(self, block) -> _Layer:
         att, mlp = block.self_attn, block.mlp
-        qkv = torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
+        projections = (att.q_proj, att.k_proj, att.v_proj)
+        qkv = torch.cat([p.weight for p in projections])
+        qkv_b = torch.cat([p.bias for p in projections]) if att.q_proj.bias is not None else None
         norm = lambda m: (m.weight, None, m.variance_epsilon)
-        return _Layer(norm(block.input_layernorm), qkv, None, att.o_proj.weight, None,
+        return _Layer(norm(block.input_layernorm), qkv, qkv_b, att.o_proj.weight, att.o_proj.bias,
                       norm(block.post_attention_layernorm), torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
                       None, mlp.down_proj.weight, None)
 

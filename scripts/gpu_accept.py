@@ -1,0 +1,196 @@
+"""GPU acceptance run: the trainer's hot paths at a real model's shape, on one accelerator.
+
+A randomly initialised model of Qwen2.5-1.5B's shape and 151,936-token vocabulary, in bf16 on
+CUDA (float32 on CPU), with the project's tokenizer (its ids are the first 100 of the
+vocabulary; the model may sample any of them). No weights or data are downloaded, and
+nothing beyond torch, transformers (and peft for the LoRA row) is needed. Measured:
+
+- the project's sampler (`evo.policies.sampler.Sampler`) against transformers' `generate`,
+  completion tokens per second at the same batch, lengths and temperature;
+- one update of the project's trainer (`training.trainer.update`: log-probs, PPO-clip loss,
+  backward, AdamW step) on those samples at micro-batches 1/4/16, with gradient
+  checkpointing and with LoRA: seconds (the second of two updates) and peak memory; a
+  configuration that does not fit is reported as {"oom": true};
+- TRL's step at the same shapes only where TRL is installed (the GPU image has none).
+
+    python scripts/gpu_accept.py                               # on the GPU (scripts/gpu_accept.sh)
+    python scripts/gpu_accept.py --shape tiny --device cpu --prompts 2 --group 2 \\
+        --prompt-tokens 8 --new-tokens 8 --micro-batches 1,2   # the CPU smoke test (tests/test_gpu_accept.py)
+
+The last line printed is the JSON of every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evo.policies.sampler import Sampler  # noqa: E402
+from training import memory, models, tiny  # noqa: E402
+from training.config import TrainConfig  # noqa: E402
+from training.trainer import State, update  # noqa: E402
+
+QWEN25_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                   num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6)
+SHAPES = {
+    "qwen2.5-1.5b": QWEN25_1_5B,
+    "tiny": {**QWEN25_1_5B, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "num_key_value_heads": 1},
+}
+
+
+def build(shape: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
+    """A randomly initialised Qwen2 model of `shape`, made directly on `device` in `dtype`."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(**SHAPES[shape], tie_word_embeddings=True, use_sliding_window=False,
+                         bos_token_id=tiny.BOS_ID, eos_token_id=tiny.EOS_ID, pad_token_id=tiny.PAD_ID)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = Qwen2ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
+    model.generation_config.pad_token_id = tiny.PAD_ID
+    model.generation_config.eos_token_id = tiny.EOS_ID
+    return model.eval()
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def timed(device: str, fn) -> tuple[float, object]:
+    synchronize(device)
+    started = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return time.perf_counter() - started, result
+
+
+def sampler_rate(model, tokenizer, prompts: list[list[int]], group: int, tokens: int, device: str, repeats: int):
+    """Completion tokens/s of the project's sampler (median of `repeats`) and the last rollout."""
+    sampler = Sampler(model, tokenizer)
+    sampler.sample(prompts[:1], n=1, max_new_tokens=4, seed=0, ignore_eos=True)  # warm-up
+    rates, samples = [], None
+    for seed in range(repeats):
+        seconds, samples = timed(device, lambda: sampler.sample(prompts, n=group, max_new_tokens=tokens, temperature=1.0,
+                                                                seed=seed, ignore_eos=True))
+        rates.append(float(samples.completion_mask.sum()) / seconds)
+    return statistics.median(rates), samples
+
+
+@torch.no_grad()
+def generate_rate(model, prompts: list[list[int]], group: int, tokens: int, device: str, repeats: int) -> float:
+    """Completion tokens/s of transformers' `generate` at the same shapes (median of `repeats`)."""
+    ids = torch.tensor(prompts, device=device).repeat_interleave(group, 0)
+    common = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, pad_token_id=tiny.PAD_ID, eos_token_id=None)
+    model.generate(ids[:1], attention_mask=torch.ones_like(ids[:1]), max_new_tokens=4, min_new_tokens=4, **common)
+    rates = []
+    for _ in range(repeats):
+        seconds, out = timed(device, lambda: model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=tokens,
+                                                            min_new_tokens=tokens, **common))
+        rates.append((out.shape[1] - ids.shape[1]) * ids.shape[0] / seconds)
+    return statistics.median(rates)
+
+
+def update_figures(model, tokenizer, samples, args, micro_batches: int, device: str) -> dict:
+    """Seconds (second of two updates) and peak memory of the trainer's update; {"oom": True} if it does not fit."""
+    config = TrainConfig(task="gpu-accept", algo="grpo", init="-", out="-", prompts=args.prompts, group=args.group,
+                         max_new_tokens=args.new_tokens, micro_batches=micro_batches, lr=1e-6, device=device)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    state = State(config, None, model, tokenizer, torch.optim.AdamW(trained, lr=config.lr), None, 0)
+    rolls = SimpleNamespace(samples=samples)
+    advantages = torch.randn(args.prompts, args.group, generator=torch.Generator().manual_seed(0)).numpy()
+    figures: dict = {"micro_batches": micro_batches}
+    try:
+        update(state, rolls, advantages)  # allocates AdamW's moments and warms the kernels
+        memory.reset_peak(device)
+        seconds, record = timed(device, lambda: update(state, rolls, advantages))
+        figures.update(seconds=round(seconds, 3), peak_memory_gib=round(memory.peak_gib(device), 2),
+                       loss_finite=bool(torch.isfinite(torch.tensor(record["loss"]))))
+    except torch.cuda.OutOfMemoryError:  # torch.OutOfMemoryError on torch >= 2.5; this name on older ones too
+        figures["oom"] = True
+    del state
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-1.5b")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--micro-batches", default="1,4,16")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    args = parser.parse_args()
+    device = args.device
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    torch.manual_seed(0)
+    started = time.perf_counter()
+    model = build(args.shape, device, dtype)
+    tokenizer = tiny.char_tokenizer()
+    prompts = torch.randint(len(tiny.SPECIALS), len(tokenizer), (args.prompts, args.prompt_tokens)).tolist()
+    figures: dict = {"name": "gpu_accept", "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+                     "shape": args.shape, "parameters": sum(p.numel() for p in model.parameters()),
+                     "dtype": str(dtype).removeprefix("torch."), "torch": torch.__version__,
+                     "transformers": __import__("transformers").__version__, "prompts": args.prompts, "group": args.group,
+                     "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
+                     "build_seconds": round(time.perf_counter() - started, 1)}
+    rate, samples = sampler_rate(model, tokenizer, prompts, args.group, args.new_tokens, device, args.repeats)
+    figures["sampler_tokens_per_s"] = round(rate, 1)
+    figures["generate_tokens_per_s"] = round(generate_rate(model, prompts, args.group, args.new_tokens, device, args.repeats), 1)
+    figures["sampler_vs_generate"] = round(figures["sampler_tokens_per_s"] / figures["generate_tokens_per_s"], 2)
+    rollout_seconds = float(samples.completion_mask.sum()) / rate
+    updates = {}
+    for micro in (int(x) for x in args.micro_batches.split(",")):
+        updates[f"full_mb{micro}"] = update_figures(model, tokenizer, samples, args, micro, device)
+    first = int(args.micro_batches.split(",")[0])
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = True
+    updates[f"checkpointing_mb{first}"] = update_figures(model, tokenizer, samples, args, first, device)
+    model.gradient_checkpointing_disable()
+    try:
+        lora = models.with_lora(model, args.lora_rank, 2.0 * args.lora_rank)
+        updates[f"lora{args.lora_rank}_mb{first}"] = update_figures(lora, tokenizer, samples, args, first, device)
+    except Exception as error:  # noqa: BLE001 - peft missing on the machine: say so in the figures
+        updates[f"lora{args.lora_rank}_mb{first}"] = {"error": str(error).splitlines()[0]}
+    for row in updates.values():
+        if "seconds" in row:
+            row["step_seconds"] = round(rollout_seconds + row["seconds"], 3)
+    figures["updates"] = updates
+    try:
+        import trl  # noqa: F401
+        figures["trl"] = "installed; run tests/benchmarks/bench_train_step.py for its step at these shapes"
+    except ImportError:
+        figures["trl"] = "not installed on this machine"
+    figures["total_seconds"] = round(time.perf_counter() - started, 1)
+    line = json.dumps(figures)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(line + "\n")
+    print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
