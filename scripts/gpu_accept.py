@@ -23,11 +23,13 @@ The last line printed is the JSON of every figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -131,6 +133,23 @@ def update_figures(model, tokenizer, samples, args, micro_batches: int, device: 
     return figures
 
 
+@contextlib.contextmanager
+def earlier_loss(path: Path):
+    """The trainer's update with an earlier loss module (its token_logprobs returned every
+    token's log-softmax, (rows, T, V) in float32, which its ppo_clip_loss took)."""
+    from training import trainer
+
+    module = sys.modules["earlier_loss"] = types.ModuleType("earlier_loss")
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102 - this repository's own past code
+    saved = trainer.token_logprobs, trainer.ppo_clip_loss
+    trainer.token_logprobs = lambda model, samples, rows, entropy=False: module.token_logprobs(model, samples, rows)
+    trainer.ppo_clip_loss = module.ppo_clip_loss
+    try:
+        yield
+    finally:
+        trainer.token_logprobs, trainer.ppo_clip_loss = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-1.5b")
@@ -143,6 +162,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--lora-rank", type=int, default=16)
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--before", type=Path, help="an earlier training/loss.py (`git show 1e2f708:training/loss.py`): "
+                        "one more row, the update at the second micro-batch count with that loss")
     args = parser.parse_args()
     device = args.device
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -166,6 +187,10 @@ def main() -> None:
     for micro in (int(x) for x in args.micro_batches.split(",")):
         updates[f"full_mb{micro}"] = update_figures(model, tokenizer, samples, args, micro, device)
     first = int(args.micro_batches.split(",")[0])
+    if args.before:
+        micro = int(args.micro_batches.split(",")[min(1, len(args.micro_batches.split(",")) - 1)])
+        with earlier_loss(args.before):
+            updates[f"before_mb{micro}"] = update_figures(model, tokenizer, samples, args, micro, device)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = True
     updates[f"checkpointing_mb{first}"] = update_figures(model, tokenizer, samples, args, first, device)
