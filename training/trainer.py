@@ -61,6 +61,8 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         import_vllm()  # before any work: a missing vLLM is one line
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
+    if resume:
+        checkpoint.recover(out)  # a save killed half-way: finished or dropped, never mixed
     model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
