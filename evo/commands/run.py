@@ -119,9 +119,11 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
     loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:
-        if spec_path is not None or policy_uris or seed is not None:
-            raise UserError("--resume DIR takes its spec, policy and seed from DIR; give only --resume (and --iterations)")
-        config = run_dir.resume_config(resume_dir, overrides, loop_options, executor)
+        if spec_path is not None or seed is not None:
+            raise UserError("--resume DIR takes its spec and seed from DIR; give only --resume (and --iterations, "
+                            "--policy NAME=URI to move a policy)")
+        moved = params.policy_uris(policy_uris) if policy_uris else None
+        config = run_dir.resume_config(resume_dir, overrides, loop_options, executor, moved)
         named = config.named
     else:
         if spec_path is None or not policy_uris:
