@@ -154,7 +154,7 @@ def weights_problem(weights: Sequence[object], size: int) -> str:
     if len(weights) != size or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
                                        and w >= 0 for w in weights):
         return wanted
-    total = math.fsum(weights)
+    total = sum(float(w) for w in weights)  # inf when it overflows
     return "" if 0 < total <= MAX_WEIGHT_SUM else wanted
 
 
