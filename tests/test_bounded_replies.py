@@ -154,3 +154,15 @@ def test_a_reply_that_is_not_valid_text_is_a_failure_and_the_run_resumes(tmp_pat
     db.close()
     db, evolution = evolve(tmp_path, sandbox, policy, iterations=9)  # the run resumes and goes on
     assert evolution.committed == 9
+
+
+def test_command_line_text_that_is_not_valid_utf8_is_refused_before_a_run_exists():
+    from evo.commands.params import policy_uris
+    from evo.commands.run import spec_overrides
+    from evo.errors import UserError
+
+    bad = b"\xff".decode("utf-8", "surrogateescape")  # what Python makes of a non-UTF-8 argv byte
+    with pytest.raises(UserError, match="not valid UTF-8"):
+        spec_overrides({}, (f"prompt.system={bad}",))
+    with pytest.raises(UserError, match="not valid UTF-8"):
+        policy_uris((f"a{bad}=mutate:",))

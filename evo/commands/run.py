@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 import types
 import typing
@@ -69,6 +70,11 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
         if not sep or not key:
             raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. --set features.length.bins=20")
         overrides[key.strip()] = _parse_value(value.strip())
+    for key, value in overrides.items():  # stored in run.json and used in every prompt: valid text only
+        try:
+            json.dumps({key: value}, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"--set/--{key.rpartition('.')[2].replace('_', '-')}: {value!r} is not valid UTF-8 text") from None
     return overrides
 
 
