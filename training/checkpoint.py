@@ -50,6 +50,7 @@ def ship(run: Path, out: Path, step: int = 0) -> Path:
     from training.config import CONFIG_FILE
 
     run, out = Path(run), Path(out)
+    recover(run)
     weights = run / SNAPSHOTS / f"{step:06d}" if step else run
     if not (weights / "config.json").is_file():
         raise UserError(f"no checkpoint at {weights}: pass a run directory (and a step it kept a snapshot of)")
