@@ -32,6 +32,8 @@ def test_show_and_report_read_a_run_on_a_read_only_filesystem(problem, tmp_path)
     made = evo("run", str(problem), "--policy", "mutate:", "--iterations", "4", "--out", str(out), "--quiet")
     assert made.returncode == 0, made.stderr
     files = sorted(p.name for p in out.iterdir())
+    assert evo("show", str(out)).returncode == 0 and evo("show", str(out), "--json").returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == files  # reading a finished run leaves no -wal or -shm behind
     python = shlex.quote(sys.executable)
     script = (f"mount --bind {out} {out} && mount -o remount,bind,ro {out} && "
               f"{python} -m evo show {out} --json > {tmp_path}/show.json && "

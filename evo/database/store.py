@@ -122,12 +122,15 @@ def _read_only_view(connection: sqlite3.Connection) -> None:
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """Open without writing anything, even where the directory is read-only: `mode=ro` (it
-    sees a live run's commits), else `immutable=1` (a store on read-only media, its WAL unread)."""
+    """Open without writing anything, even where the directory is read-only. Without a WAL file
+    no connection is open and every commit is in the file: `immutable=1` (no -wal or -shm is
+    made). With one (a live run, or a killed one): `mode=ro`, which reads its commits, else
+    `immutable=1` (read-only media where no -shm can be made; the WAL's commits unread)."""
     if not path.is_file():
         raise sqlite3.OperationalError("no such file")
     quoted = urllib.parse.quote(str(path.resolve()))
-    for query in ("mode=ro", "mode=ro&immutable=1"):
+    live = Path(f"{path}-wal").exists()
+    for query in ("mode=ro", "mode=ro&immutable=1") if live else ("mode=ro&immutable=1",):
         connection = sqlite3.connect(f"file:{quoted}?{query}", uri=True, isolation_level=None, check_same_thread=False,
                                      timeout=30.0)
         try:
