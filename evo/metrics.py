@@ -62,7 +62,7 @@ def pareto_mask(vectors: np.ndarray, block: int = 256) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float64)
     if len(vectors) == 0:
         return np.zeros(0, dtype=bool)
-    if vectors.ndim == 2 and vectors.shape[1] == 2:
+    if vectors.ndim == 2 and vectors.shape[1] == 2 and np.isfinite(vectors).all():
         return _pareto_mask_2d(vectors)
     order = np.argsort(-vectors.sum(axis=1), kind="stable")
     front = np.empty((0, vectors.shape[1]))
