@@ -109,13 +109,21 @@ def add_columns(connection: sqlite3.Connection) -> None:
 
 
 def _read_only_view(connection: sqlite3.Connection) -> None:
-    """A store made by an older version, read without writing to it: each table lacking some
-    ADDED_COLUMNS is shadowed by a TEMP view that adds them with their defaults."""
+    """A store made by an older version, read without writing to it: a table it lacks is an
+    empty TEMP table, a table lacking some ADDED_COLUMNS is shadowed by a TEMP view that adds
+    them with their defaults (TEMP objects live in memory, never in the file)."""
+    present = {name for (name,) in connection.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for statement in SCHEMA.split(";"):
+        words = statement.split()
+        if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"] and words[5] not in present:
+            connection.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
     missing: dict[str, list[tuple[str, str]]] = {}
     for table, column, declaration in ADDED_COLUMNS:
-        if column not in {row[1] for row in connection.execute(f"PRAGMA main.table_info({table})")}:
-            default = declaration.rsplit("DEFAULT", 1)[1].strip()
-            missing.setdefault(table, []).append((column, default))
+        if table not in present:
+            if column not in {row[1] for row in connection.execute(f"PRAGMA temp.table_info({table})")}:
+                connection.execute(f"ALTER TABLE temp.{table} ADD COLUMN {column} {declaration}")
+        elif column not in {row[1] for row in connection.execute(f"PRAGMA main.table_info({table})")}:
+            missing.setdefault(table, []).append((column, declaration.rsplit("DEFAULT", 1)[1].strip()))
     for table, columns in missing.items():
         added = ", ".join(f"{default} AS {column}" for column, default in columns)
         connection.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {added} FROM main.{table}")
