@@ -60,9 +60,6 @@ class RunConfig:
             partial.replace(path)
         except OSError as error:
             raise UserError(f"{self.directory}: cannot write the run directory ({error.strerror}); pick another --out") from None
-        except UnicodeEncodeError as error:
-            raise UserError(f"{self.directory}: a setting is not valid text ({error.reason} at {error.object[error.start:error.end]!r}); "
-                            "pass it as UTF-8") from None
 
     @classmethod
     def read(cls, directory: Path) -> "RunConfig":
