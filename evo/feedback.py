@@ -31,6 +31,12 @@ def _escape(char: re.Match) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def printable(text: str) -> str:
+    """`text` safe to print to a terminal: control and invisible characters escaped (\\x1b...),
+    surrogates replaced; tabs and line breaks kept."""
+    return _UNSAFE.sub(_escape, storable(text))
+
+
 def clean(text: str) -> str:
     """`text` with unsafe characters escaped, fences broken and surrogates replaced."""
     text = storable(text).replace("\r\n", "\n").replace("\t", "    ")

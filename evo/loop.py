@@ -48,7 +48,7 @@ from evo.feedback import FAILURES_SHOWN
 from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
-from evo.scores import Evaluation, scalarize
+from evo.scores import Evaluation, scalarize, storable
 from evo.spec import PromptSettings, SearchSettings
 
 
@@ -73,18 +73,24 @@ class LoopConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     target: float | None = SearchSettings.target
+    max_program_bytes: int = SearchSettings.max_program_bytes  # larger proposals fail as "too_large", unevaluated
 
     @classmethod
     def for_spec(cls, spec, seed: int = 0, **options: Any) -> "LoopConfig":
         """The settings a spec gives (budget, samples, target, prompt), `options` on top."""
         given = dict(iterations=spec.search.iterations, samples=spec.search.samples_per_prompt,
                      style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target,
-                     feedback=spec.prompt.feedback)
+                     feedback=spec.prompt.feedback, max_program_bytes=spec.search.max_program_bytes)
         return cls(seed=seed, **{**given, **options})
 
     @property
     def lag(self) -> int:
         return self.depth * self.batch
+
+    @property
+    def max_reply_bytes(self) -> int:
+        """A longer reply is unparseable without being parsed (room for a program, its edits and prose)."""
+        return REPLY_FACTOR * self.max_program_bytes + REPLY_SLACK
 
 
 @dataclass
@@ -122,6 +128,7 @@ class PromptGroup:
 
 
 FLUSH_SECONDS = 0.5  # the longest a finished iteration waits for its database commit
+REPLY_FACTOR, REPLY_SLACK = 4, 4096  # the reply cap: REPLY_FACTOR x max_program_bytes + REPLY_SLACK bytes
 
 
 def iteration_rng(seed: int, iteration: int) -> np.random.Generator:
@@ -254,22 +261,42 @@ class Evolution:
             for slot, text in enumerate(texts):
                 candidates.append(replace(self._candidate(group.start + offset, slot, group.islands[offset],
                                                           prompt, group.parents[offset], text), policy=group.policy))
-        self.db.journal.add_candidates(candidates)
+        rejected = [(c, e) for c in candidates if c.status == PENDING and (e := self._rejection(c)) is not None]
+        with self.db.journal.store.transaction():  # a rejection is journaled with its candidate
+            self.db.journal.add_candidates(candidates)
+            self.db.journal.add_evaluations(rejected)
         self._proposed.update((c.policy, c.status) for c in candidates)
         for candidate in candidates:
             self._pending.setdefault(candidate.iteration, []).append(candidate)
+        for candidate, evaluation in rejected:
+            self._results[(candidate.iteration, candidate.slot)] = evaluation
+            self.progress.evaluations += 1
+            self.progress.failures += 1
         self.generated = group.start + len(group.prompts)
-        return [c for c in candidates if c.status == PENDING]
+        return [c for c in candidates if c.status == PENDING and (c.iteration, c.slot) not in self._results]
+
+    def _rejection(self, candidate: Candidate) -> Evaluation | None:
+        """The failure of a candidate refused before evaluation (a program over max_program_bytes)."""
+        size = len(candidate.code.encode("utf-8"))
+        if size <= self.config.max_program_bytes:
+            return None
+        return Evaluation.failed("too_large", f"the program is {size} bytes, over [search] max_program_bytes "
+                                              f"({self.config.max_program_bytes}); it was not evaluated")
 
     def _candidate(self, iteration: int, slot: int, island: int, prompt: Prompt, parents: tuple,
                    reply: str | None) -> Candidate:
+        cap = self.config.max_reply_bytes
         try:
             if reply is None:
                 raise ParseFailure("the policy returned no completion for this prompt")
+            problem = reply_problem(reply, cap)
+            if problem:
+                raise ParseFailure(problem)
             code = prompts.parse(prompt, reply)
         except ParseFailure as failure:
             self.progress.parse_errors += 1
-            return Candidate(iteration, slot, island, reply or "", "", parents, PARSE_ERROR, str(failure))
+            kept = storable((reply or "")[:cap])  # what the journal keeps of it: bounded, valid text
+            return Candidate(iteration, slot, island, kept, "", parents, PARSE_ERROR, str(failure))
         digest = self.db.dedupe_key(code)
         if digest in self._seen:
             self.progress.duplicates += 1
@@ -344,6 +371,19 @@ class Evolution:
         self.progress.iteration, self.progress.best = self.committed, None if best is None else float(best.scalar)
         self.progress.coverage = float(self.db.archive.coverage)
         self.progress.reached_target = self._target_reached()
+
+
+def reply_problem(reply: str, cap: int) -> str:
+    """Why a reply is refused before parsing (over `cap` UTF-8 bytes, or not valid text), or ''."""
+    if len(reply) > cap:
+        return f"the reply has {len(reply)} characters, over the {cap}-byte reply cap ({REPLY_FACTOR} x [search] max_program_bytes + {REPLY_SLACK})"
+    try:
+        size = len(reply.encode("utf-8"))
+    except UnicodeEncodeError as error:
+        return f"the reply is not valid text (a lone surrogate at character {error.start}); it was not evaluated"
+    if size > cap:
+        return f"the reply is {size} bytes, over the {cap}-byte reply cap ({REPLY_FACTOR} x [search] max_program_bytes + {REPLY_SLACK})"
+    return ""
 
 
 def in_background(work: Callable[[], Any]) -> Future:

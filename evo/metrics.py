@@ -62,6 +62,8 @@ def pareto_mask(vectors: np.ndarray, block: int = 256) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float64)
     if len(vectors) == 0:
         return np.zeros(0, dtype=bool)
+    if vectors.ndim == 2 and vectors.shape[1] == 2 and np.isfinite(vectors).all():
+        return _pareto_mask_2d(vectors)
     order = np.argsort(-vectors.sum(axis=1), kind="stable")
     front = np.empty((0, vectors.shape[1]))
     keep = np.zeros(len(vectors), dtype=bool)
@@ -71,6 +73,22 @@ def pareto_mask(vectors: np.ndarray, block: int = 256) -> np.ndarray:
         alive = ~_dominated_by(rows, front) & ~_dominated_by(rows, rows)
         keep[chunk[alive]] = True
         front = np.vstack([front, rows[alive]])
+    return keep
+
+
+def _pareto_mask_2d(vectors: np.ndarray) -> np.ndarray:
+    """`pareto_mask` for two objectives in O(n log n): sorted by x (descending), a row is
+    dominated when a row of larger x has a y as large, or a row of the same x a larger y."""
+    x, y = vectors[:, 0], vectors[:, 1]
+    order = np.lexsort((-y, -x))  # by x descending, then y descending
+    xs, ys = x[order], y[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])  # each run of equal x
+    group_max = np.maximum.reduceat(ys, starts)  # the first y of each run (y descending within it)
+    before = np.r_[-np.inf, np.maximum.accumulate(group_max)[:-1]]  # best y at a strictly larger x
+    runs = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(xs)]))
+    alive = (ys > before[runs]) & (ys >= group_max[runs])
+    keep = np.zeros(len(vectors), dtype=bool)
+    keep[order[alive]] = True
     return keep
 
 

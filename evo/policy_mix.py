@@ -69,6 +69,9 @@ class PolicyMix:
         if choice not in CHOICES:
             raise UserError(f"[search] policy_choice must be one of {', '.join(map(repr, CHOICES))}, got {choice!r}")
         vector = tuple(float(weights.get(name, 1.0)) for name in names)
+        if not all(math.isfinite(w) and w >= 0 for w in vector) or not math.isfinite(sum(vector)):
+            raise UserError(f"[search] policy_weights must be finite numbers >= 0 with a finite sum (they are normalized "
+                            f"to probabilities), got {dict(zip(names, vector))}"[:300])
         if not names or sum(vector) <= 0:
             raise UserError("[search] policy_weights: at least one policy needs a positive weight")
         return cls(names, vector, choice)
@@ -95,6 +98,12 @@ def ucb(names: tuple[str, ...], weights: tuple[float, ...], stats: Mapping[str, 
     return live[int(np.argmax(values))]
 
 
+def is_initial(program: Program) -> bool:
+    """One of the run's initial programs: stored under INITIAL with no parents (a policy may be
+    named "initial" too; its children always have parents, so they count like any other's)."""
+    return program.policy == INITIAL and not program.parents
+
+
 def improved(program: Program, programs: Mapping[int, Program]) -> bool:
     """An evaluated child scoring above the best of its (stored) parents."""
     if not program.ok:
@@ -116,7 +125,7 @@ class PolicyTally:
         top = next(reversed(programs), 0) if programs else 0
         for program_id in range(self.counted + 1, top + 1):
             program = programs.get(program_id)
-            if program is None or program.is_copy or program.policy == INITIAL:
+            if program is None or program.is_copy or is_initial(program):
                 continue
             self.rows[program.policy].update(evaluated=1, failures=int(not program.ok),
                                              improvements=int(improved(program, programs)))

@@ -61,14 +61,26 @@ def _score_line(shown: Shown) -> str:
     return f"score {shown.scalar:.4g}" + (f" ({parts})" if parts else "")
 
 
-def _fenced(code: str) -> str:
-    return f"```python\n{code.rstrip()}\n```"
+_TICKS = re.compile("`+")
+
+
+def fence_for(code: str) -> str:
+    """A backtick fence longer than any run of backticks in `code` (at least three): the
+    CommonMark rule, so a fence inside the program (a docstring's markdown) never closes it."""
+    return "`" * max(3, 1 + max((len(run) for run in _TICKS.findall(code)), default=0))
+
+
+def fenced(code: str, lang: str = "python") -> str:
+    """`code` in a fenced block that nothing inside it can close."""
+    fence = fence_for(code)
+    return f"{fence}{lang}\n{code.rstrip()}\n{fence}"
+
 
 
 def _shown_section(title: str, shown: Shown, label: str) -> str:
     """A program's heading, its fenced code and what the evaluator said about it."""
     said = notes(label, shown.feedback, shown.failed)
-    return f"{title}\n{_fenced(shown.code)}" + (f"\n\n{said}" if said else "")
+    return f"{title}\n{fenced(shown.code)}" + (f"\n\n{said}" if said else "")
 
 
 def _objectives_line(objectives: Sequence[str]) -> str:
@@ -113,7 +125,7 @@ def _context_prompt(style: str, parents: Sequence[Shown], inspirations: Sequence
     if style == "diff":
         sections.append("Reply with SEARCH/REPLACE edits that improve the current program.")
     else:
-        sections.append("Reply with the complete improved program in one ```python block.")
+        sections.append(f"Reply with the complete improved program in one {fence_for(base.code)}python block.")
     return Prompt("\n\n".join(s for s in sections if s) + "\n", style, base)
 
 
@@ -125,7 +137,7 @@ def _versions_prompt(programs: Sequence[Shown], system: str, objectives: Sequenc
         sections.append(_shown_section(f"## Version {version} ({_score_line(shown)})", shown, f"version {version}"))
     sections.append(
         f"Write version {len(ordered)}, better than version {len(ordered) - 1}, "
-        "as a complete program in one ```python block."
+        f"as a complete program in one {fence_for(base.code)}python block."
     )
     return Prompt("\n\n".join(s for s in sections if s) + "\n", "versions", base)
 
@@ -153,13 +165,34 @@ def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = 
     raise ValueError(f"unknown prompt style {style!r}; expected one of {', '.join(STYLES)}")
 
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_OPENING = re.compile(r"[ \t]*(`{3,})([^`\n]*)")  # a fence line: 3+ backticks, an info string without backticks
+_CLOSING = re.compile(r"[ \t]*(`{3,})[ \t]*")
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of each fenced block, in one pass over the lines (CommonMark's rule: a
+    block closes at a line of at least as many backticks as opened it, else at the end)."""
+    lines = text.split("\n")
+    blocks: list[tuple[str, str]] = []
+    i = 0
+    while i < len(lines):
+        opening = _OPENING.fullmatch(lines[i])
+        i += 1
+        if opening is None:
+            continue
+        ticks, info = len(opening.group(1)), opening.group(2).split()
+        start = i
+        while i < len(lines) and not ((close := _CLOSING.fullmatch(lines[i])) and len(close.group(1)) >= ticks):
+            i += 1
+        body = "\n".join(lines[start:i])
+        blocks.append(((info[0] if info else "").lower(), body + "\n" if i < len(lines) and i > start else body))
+        i += 1
+    return blocks
 
 
 def fenced_code(reply: str) -> str | None:
     """The code of the last fenced block labelled python (or unlabelled), if any."""
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(reply)]
-    chosen = [body for lang, body in blocks if lang in ("python", "py", "python3", "")]
+    chosen = [body for lang, body in fenced_blocks(reply) if lang in ("python", "py", "python3", "")]
     return chosen[-1] if chosen else None
 
 
@@ -177,9 +210,34 @@ def _splice_reply(base: Shown, code: str) -> str:
     return program.with_block(new_block).text
 
 
-_EDIT = re.compile(
-    r"<{5,}\s*SEARCH[ \t]*\n(.*?)\n?={5,}[ \t]*\n(.*?)\n?>{5,}\s*REPLACE", re.DOTALL
-)
+_SEARCH = re.compile(r"[ \t]*<{5,}[ \t]*SEARCH[ \t]*")
+_DIVIDER = re.compile(r"[ \t]*={5,}[ \t]*")
+_REPLACE = re.compile(r"[ \t]*>{5,}[ \t]*REPLACE[ \t]*")
+
+
+def edits_in(reply: str) -> list[tuple[str, str]]:
+    """The (search, replace) texts of a reply's SEARCH/REPLACE blocks, in one pass over its
+    lines (linear time, whatever the reply): a block is a `<<<<<<< SEARCH` line, the search
+    lines, a `=======` line, the replacement lines and a `>>>>>>> REPLACE` line; a SEARCH line
+    before its divider starts the block again, an unfinished block is ignored."""
+    edits: list[tuple[str, str]] = []
+    search: list[str] | None = None
+    replace: list[str] | None = None
+    for line in reply.split("\n"):
+        if replace is not None:
+            if _REPLACE.fullmatch(line):
+                edits.append(("\n".join(search), "\n".join(replace)))
+                search = replace = None
+            else:
+                replace.append(line)
+        elif _SEARCH.fullmatch(line):
+            search = []
+        elif search is not None:
+            if _DIVIDER.fullmatch(line):
+                replace = []
+            else:
+                search.append(line)
+    return edits
 
 
 def apply_edits(block: str, edits: Sequence[tuple[str, str]]) -> str:
@@ -196,7 +254,7 @@ def apply_edits(block: str, edits: Sequence[tuple[str, str]]) -> str:
 
 
 def _parse_diff(prompt: Prompt, reply: str) -> str:
-    edits = _EDIT.findall(reply)
+    edits = edits_in(reply)
     if not edits:
         code = fenced_code(reply)
         if code is None:

@@ -40,6 +40,7 @@ class RunConfig:
     overrides: dict = field(default_factory=dict)
     loop: dict = field(default_factory=lambda: dict(LOOP_DEFAULTS))
     policies: dict = field(default_factory=dict)  # name -> URI for a run of named policies (`policy` is then "")
+    history: list = field(default_factory=list)  # {"time", "policy", "from", "to"}: addresses replaced on resume
 
     @property
     def named(self) -> dict[str, str]:
@@ -71,6 +72,7 @@ class RunConfig:
             raise UserError(f"{path}: unreadable: {error}") from None
         if isinstance(data, dict):
             data.setdefault("policies", {})  # a run.json written before runs named their policies
+            data.setdefault("history", [])  # ... or before a resume could move a policy
         problem = _run_file_problem(data)
         if problem:
             raise UserError(f"{path}: not a valid run file ({problem}); restore it or start a new run with evo run SPEC")
@@ -82,7 +84,7 @@ class RunConfig:
 
 
 _RUN_FILE_TYPES = {"spec_path": str, "policy": str, "seed": int, "executor": str, "overrides": dict, "loop": dict,
-                   "policies": dict}
+                   "policies": dict, "history": list}
 
 
 def _run_file_problem(data: object) -> str:
@@ -135,14 +137,34 @@ def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out:
     return config
 
 
-def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | None) -> RunConfig:
-    """The stored settings, with new overrides on top (e.g. a larger --iterations); nothing is
-    written here: `execute` saves them once the run directory has accepted them."""
+def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | None,
+                  moved: Mapping[str, str] | None = None) -> RunConfig:
+    """The stored settings, with new overrides on top (e.g. a larger --iterations) and `moved`
+    policies at new addresses (name -> URI); nothing is written here: `execute` saves them once
+    the run directory has accepted them."""
     config = RunConfig.read(Path(directory))
     config = replace(config, overrides={**config.overrides, **overrides}, loop={**config.loop, **loop},
                      executor=executor or config.executor)
+    if moved:
+        config = move_policies(config, moved)
     config.mix(config.spec())  # validate
     return config
+
+
+def move_policies(config: RunConfig, moved: Mapping[str, str]) -> RunConfig:
+    """The run with some of its policies at new addresses (same names, so the search goes on
+    as one run), each change recorded in `history`. A run of one bare URI takes a bare URI."""
+    named = config.named
+    if len(named) == 1 and len(moved) == 1 and next(iter(moved.items()))[0] == next(iter(moved.values())):
+        moved = {next(iter(named)): next(iter(moved.values()))}  # its one policy, whatever the new URI
+    unknown = sorted(set(moved) - set(named))
+    if unknown:
+        raise UserError(f"--policy {unknown[0]}=...: the run has no policy of that name (it has {', '.join(named)}); "
+                        "--resume --policy NAME=URI moves one of them to a new address")
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    changes = [{"time": when, "policy": name, "from": named[name], "to": uri}
+               for name, uri in moved.items() if named[name] != uri]
+    return replace(config, policy="", policies={**named, **moved}, history=[*config.history, *changes])
 
 
 def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:

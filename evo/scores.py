@@ -6,6 +6,7 @@ better. A failed evaluation is not a vector but a `Failure` with a kind and a me
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ FAILURE_KINDS = (
     "killed",  # the worker died (signal, os._exit, ...)
     "bad_output",  # the scorer returned something that is not a valid score vector
     "duplicate",  # rejected before evaluation
+    "too_large",  # rejected before evaluation: over [search] max_program_bytes
 )
 
 
@@ -30,6 +32,8 @@ class Failure:
     def __post_init__(self) -> None:
         if self.kind not in FAILURE_KINDS:
             raise ValueError(f"unknown failure kind {self.kind!r}; expected one of {FAILURE_KINDS}")
+        if isinstance(self.message, str):  # any text the candidate raised is storable
+            object.__setattr__(self, "message", storable(self.message))
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,11 @@ class Evaluation:
     feedback: str = ""  # the scorer's text under FEEDBACK_KEY (at most MAX_FEEDBACK_CHARS)
     stage: int = 1  # the cascade stage reached (1: the first scorer; 0: no scorer answered)
 
+    def __post_init__(self) -> None:
+        for name in ("output", "feedback"):  # whatever a candidate printed: storable in SQLite and JSON
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, storable(getattr(self, name)))
+
     @property
     def ok(self) -> bool:
         return self.failure is None
@@ -54,6 +63,7 @@ class Evaluation:
 
 
 MAX_MAGNITUDE = 1e100  # a score or extra beyond this is not a measurement (and sums of them would overflow)
+MAX_WEIGHT_SUM = 1e200  # objective weights sum to at most this: MAX_MAGNITUDE x it is finite
 MAX_EXTRAS = 256  # extra keys a scorer may return (features read a few)
 MAX_KEY_CHARS = 200
 
@@ -133,6 +143,19 @@ def to_vector(raw: object, objectives: Sequence[str]) -> tuple[np.ndarray, dict[
         raise BadOutput(f"scorer returned {size} values, expected {len(objectives)} ({', '.join(objectives)})")
     values = list(np.asarray(raw).ravel()) if isinstance(raw, np.ndarray) else list(raw)
     return np.array([_as_float(n, v) for n, v in zip(objectives, values)], dtype=np.float64), {}
+
+
+def weights_problem(weights: Sequence[object], size: int) -> str:
+    """'' when `weights` can weigh score vectors of `size` objectives: `size` finite numbers >= 0
+    whose sum is positive and small enough that a weighted sum of scores within MAX_MAGNITUDE
+    stays finite; else what they must be."""
+    wanted = (f"{size} non-negative numbers with a positive sum of at most {MAX_WEIGHT_SUM:g} "
+              "(weighted scores must stay finite)")
+    if len(weights) != size or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
+                                       and w >= 0 for w in weights):
+        return wanted
+    total = sum(float(w) for w in weights)  # inf when it overflows
+    return "" if 0 < total <= MAX_WEIGHT_SUM else wanted
 
 
 def scalarize(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:

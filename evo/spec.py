@@ -21,6 +21,7 @@ from evo.database.config import POLICY_CHOICES, DatabaseConfig, FeatureConfig, S
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.prompts import STYLES as PROMPT_STYLES
+from evo.scores import weights_problem
 from evo.selection import NAMES as SELECTIONS, options_of
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 ISOLATIONS = ("process", "shared", "none")
@@ -188,12 +189,18 @@ def build(raw: Mapping[str, Any], path: Path, origin: str | None = None) -> Spec
     problem = _problem(_Table(raw["problem"], origin, "problem", PROBLEM_KEYS), path)
     features_raw = top.get("features", {}, "a table of [features.NAME] tables", lambda v: isinstance(v, Mapping))
     features = tuple(_feature(name, table, origin, problem) for name, table in features_raw.items())
+    search = _search(_Table(raw.get("search", {}), origin, "search", _keys(SearchSettings)))
+    for program in problem.programs:
+        size = program.stat().st_size
+        if size > search.max_program_bytes:
+            raise SpecError(f"{origin}: [problem] program: {program.name} is {size} bytes, over [search] "
+                            f"max_program_bytes ({search.max_program_bytes}); raise it or shorten the program")
     return Spec(
         path=path,
         problem=problem,
         sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", _keys(SandboxLimits))),
         features=features,
-        search=_search(_Table(raw.get("search", {}), origin, "search", _keys(SearchSettings))),
+        search=search,
         prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", _keys(PromptSettings))),
         raw=copy.deepcopy(dict(raw)),
     )
@@ -221,8 +228,8 @@ def _problem(t: _Table, path: Path) -> ProblemSettings:
         lambda v: isinstance(v, list) and v and all(isinstance(o, str) and o for o in v) and len(set(v)) == len(v),
     )
     weights = t.get(
-        "weights", [1.0] * len(objectives), f"a list of {len(objectives)} non-negative numbers with a positive sum",
-        lambda v: isinstance(v, list) and len(v) == len(objectives) and all(_is_num(w) and w >= 0 for w in v) and sum(v) > 0,
+        "weights", [1.0] * len(objectives), f"a list of {weights_problem((), len(objectives))}",
+        lambda v: isinstance(v, list) and not weights_problem(v, len(objectives)),
     )
     scorers = _scorers(t, path)
     return ProblemSettings(

@@ -44,6 +44,22 @@ def test_bad_mixes_are_one_line_user_errors():
         PolicyMix.of(["a", "b"], {"a": 0, "b": 0})
     with pytest.raises(UserError, match="policy_choice"):
         PolicyMix.of(["a"], {}, "thompson")
+    with pytest.raises(UserError, match="finite sum"):  # each finite, their sum not: no probabilities
+        PolicyMix.of(["a", "b"], {"a": 1e308, "b": 1e308})
+
+
+def test_weights_are_checked_by_what_they_are_used_for(tmp_path):
+    from evo.database import SearchSettings
+    from evo.spec import SpecError, build
+
+    with pytest.raises(UserError, match="finite sum"):
+        SearchSettings(policy_weights={"a": 1e308, "b": 1e308})
+    (tmp_path / "initial.py").write_text("x = 1\n")
+    (tmp_path / "score.py").write_text("def evaluate(path):\n    return [1.0, 1.0]\n")
+    raw = {"problem": {"program": "initial.py", "scorer": "score.py:evaluate", "objectives": ["fa", "fb"],
+                       "weights": [1e308, 1e308]}}
+    with pytest.raises(SpecError, match="weights"):
+        build(raw, tmp_path / "problem.toml")
 
 
 def record(id: int, policy: str, scalar: float | None, parents=(), **extra) -> Program:
@@ -65,6 +81,10 @@ def test_policy_stats_count_proposals_failures_and_improvements():
     assert stats["a"] == PolicyStats(proposals=5, duplicates=3, evaluated=2, failures=0, improvements=1)
     assert stats["b"] == PolicyStats(proposals=3, unparseable=1, evaluated=2, failures=1, improvements=0)
     assert improved(programs[2], programs) and not improved(programs[4], programs)
+    # a policy may be named "initial": its children have parents, the initial program has none
+    named = {p.id: p for p in [record(1, "initial", 0.5), record(2, "initial", 0.7, (1,)), record(3, "initial", None, (1,))]}
+    assert policy_stats([("initial", "pending", 2)], named)["initial"] == PolicyStats(
+        proposals=2, evaluated=2, failures=1, improvements=1)
     # a journal from before policies were recorded belongs to the run's one policy
     old = policy_stats([("", "pending", 2)], {p.id: p for p in programs.values() if p.policy in ("a", "initial")})
     assert old["a"].proposals == 2 and "" not in old
@@ -137,6 +157,8 @@ def test_a_zero_weight_policy_is_never_asked(problem, tmp_path):
     (["--policy-choice", "thompson"], "policy_choice"),
     (["--policy", "small=mutate:"], "given twice"),
     (["--policy", "=mutate:"], "expected NAME=VALUE"),
+    (["--policy-weights", "{small = 1e308, big = 1e308}"], "finite sum"),
+    (["--set", "problem.weights=[1e308, 1e308]"], "weights"),
 ])
 def test_bad_policy_settings_are_one_line_exit_2(problem, tmp_path, args, message):
     result = evo("run", str(problem), *TWO, *args, "--out", str(tmp_path / "run"), cwd=tmp_path)
@@ -164,6 +186,40 @@ def test_a_bare_uri_is_stored_as_before(problem, tmp_path):
     again = evo("run", "--resume", str(out), "--iterations", "4", "--quiet")
     assert again.returncode == 0, again.stderr
     assert show(out)["policies"]["mutate:max_edits=2"]["proposals"] == 4 * 2
+
+
+def test_resume_moves_a_policy_to_a_new_address(problem, tmp_path):
+    out = tmp_path / "run"
+    assert evo("run", str(problem), *TWO, "--iterations", "6", "--seed", "2", "--out", str(out), "--quiet").returncode == 0
+    before = show(out)["policies"]
+    unknown = evo("run", "--resume", str(out), "--policy", "huge=mutate:")
+    assert unknown.returncode == 2 and "no policy of that name" in unknown.stderr
+    assert len(unknown.stderr.strip().splitlines()) == 1
+    moved = evo("run", "--resume", str(out), "--policy", "big=mutate:max_edits=1", "--iterations", "10", "--quiet")
+    assert moved.returncode == 0, moved.stderr
+    settings = json.loads((out / "run.json").read_text())
+    assert settings["policies"] == {"small": "mutate:", "big": "mutate:max_edits=1"}
+    [change] = settings["history"]
+    assert (change["policy"], change["from"], change["to"]) == ("big", "mutate:max_edits=5,scale=2", "mutate:max_edits=1")
+    after = show(out)["policies"]
+    assert set(after) == {"small", "big"} and sum(s["proposals"] for s in after.values()) == 10 * 2
+    assert all(after[name]["proposals"] >= before[name]["proposals"] for name in before)
+    bare = tmp_path / "bare"  # a run of one bare URI takes a bare URI and keeps its name
+    assert evo("run", str(problem), "--policy", "mutate:", "--iterations", "2", "--out", str(bare), "--quiet").returncode == 0
+    assert evo("run", "--resume", str(bare), "--policy", "mutate:max_edits=1", "--iterations", "4", "--quiet").returncode == 0
+    assert json.loads((bare / "run.json").read_text())["policies"] == {"mutate:": "mutate:max_edits=1"}
+    assert set(show(bare)["policies"]) == {"mutate:"} and show(bare)["policies"]["mutate:"]["proposals"] == 4 * 2
+
+
+def test_a_policy_named_initial_is_counted_like_any_other(problem, tmp_path):
+    out = tmp_path / "run"
+    result = evo("run", str(problem), "--policy", "initial=mutate:", "--policy", "other=mutate:max_edits=5",
+                 "--policy-choice", "ucb", "--iterations", "8", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    data = show(out)
+    stats = data["policies"]
+    assert sum(s["evaluated"] for s in stats.values()) == data["programs"] - 1  # all but the initial program
+    assert stats["initial"]["evaluated"] > 0
 
 
 def test_a_server_policy_and_mutate_in_one_run(server, problem, tmp_path):  # noqa: F811

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from evo.database.config import FeatureConfig
 from evo.database.records import Program
 from evo.report import RunRecords, gather, render
+from evo.report.data import LINEAGE_SHOWN
 from tests.test_run_cli import evo, problem, show  # noqa: F401  (the fixture)
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
@@ -121,3 +123,27 @@ def test_the_report_renders_in_headless_chromium(run, tmp_path):
     blank = pixels(tmp_path / "broken.png")
     assert (np.abs(blank - np.array([255, 255, 255])).max(axis=2) > 16).mean() < 0.01
     assert near(blank, FRONT_RED) == 0
+
+
+def long_run(n: int) -> RunRecords:
+    """`n` programs in one line of descent (each the child of the one before), each a little better."""
+    programs = {}
+    for i in range(1, n + 1):
+        code = "".join(f"x{j} = {i * j % 97}\n" for j in range(12))
+        programs[i] = Program(i, code, f"h{i}", f"n{i}", 0, i - 1, np.array([i / n, 1 - i / n]), 0.5 + i / (4 * n),
+                              features=(float(len(code)),), parents=(i - 1,) if i > 1 else (), policy="p" if i > 1 else "initial")
+    return RunRecords("long", ("a", "b"), (FeatureConfig("len", "code_length", (0, 400), 8),), programs,
+                      (("p", "pending", n - 1),), n)
+
+
+def test_a_20k_step_lineage_makes_a_bounded_page_in_seconds():
+    records = long_run(20_000)
+    started = time.perf_counter()
+    page = gather(records)
+    html = render(page)
+    seconds = time.perf_counter() - started
+    steps = page["lineage"]
+    assert steps[0]["parent"] is None and steps[-1]["id"] == 20_000 and len(steps) == 1 + LINEAGE_SHOWN
+    assert steps[1]["skipped"]["steps"] == 20_000 - 1 - LINEAGE_SHOWN and "steps not shown" in html
+    assert all(step["parent"] == before["id"] for before, step in zip(steps[1:], steps[2:]))
+    assert seconds < 5 and len(html.encode()) < 3_000_000, (seconds, len(html))

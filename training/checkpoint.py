@@ -1,7 +1,12 @@
 """Checkpoints: a Hugging Face directory (weights, config, tokenizer) plus the trainer state.
 
-`trainer_state.pt` holds the optimizer state and the number of finished steps; it is written
-last, so a directory with it is complete. The per-step metrics live in `metrics.jsonl`.
+`trainer_state.pt` holds the optimizer state and the number of finished steps, as plain
+tensors and numbers: it is read with `weights_only=True`, so a state file from someone else
+cannot run code. A save is atomic: everything is written to `.saving/`, which is then marked
+complete (`.saving/COMPLETE`) before its files move into place; a save killed before the mark
+is dropped, one killed after it is finished by `recover` (called before a resume reads the
+directory), so weights and state always come from the same step. The per-step metrics live
+in `metrics.jsonl`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import torch
 from evo.errors import UserError
 
 STATE_FILE = "trainer_state.pt"
+STAGING, COMPLETE = ".saving", "COMPLETE"  # a save in progress; its mark once every file is written
 METRICS_FILE = "metrics.jsonl"
 SNAPSHOTS = "steps"  # out/steps/000100: the weights after step 100, for held-out curves
 
@@ -47,6 +53,7 @@ def ship(run: Path, out: Path, step: int = 0) -> Path:
     from training.config import CONFIG_FILE
 
     run, out = Path(run), Path(out)
+    recover(run)
     weights = run / SNAPSHOTS / f"{step:06d}" if step else run
     if not (weights / "config.json").is_file():
         raise UserError(f"no checkpoint at {weights}: pass a run directory (and a step it kept a snapshot of)")
@@ -68,18 +75,47 @@ def snapshot(directory: Path, model, tokenizer, step: int) -> Path:
 
 
 def save(directory: Path, model, tokenizer, optimizer: torch.optim.Optimizer, step: int) -> None:
-    staging = directory / ".saving"
+    """Weights, tokenizer and trainer state of `step`, replacing the directory's, all or nothing."""
+    directory = Path(directory)
+    staging = directory / STAGING
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging, safe_serialization=True)
     tokenizer.save_pretrained(staging)
-    torch.save({"optimizer": optimizer.state_dict(), "step": step}, staging / STATE_FILE)
-    for item in sorted(staging.iterdir(), key=lambda p: p.name == STATE_FILE):
-        os.replace(item, directory / item.name)
-    staging.rmdir()
+    torch.save({"optimizer": optimizer.state_dict(), "step": int(step)}, staging / STATE_FILE)
+    mark = staging / (COMPLETE + ".tmp")
+    mark.write_text(f"{int(step)}\n")
+    os.replace(mark, staging / COMPLETE)  # from here on the save happens, even after a kill
+    recover(directory)
+
+
+def recover(directory: Path) -> None:
+    """Finish a save that was marked complete (move its remaining files into place), or drop
+    one that was not; a no-op when no save was interrupted."""
+    staging = Path(directory) / STAGING
+    if not staging.is_dir():
+        return
+    if (staging / COMPLETE).is_file():
+        for item in sorted(staging.iterdir(), key=lambda p: (p.name == STATE_FILE, p.name == COMPLETE)):
+            if item.name != COMPLETE:
+                os.replace(item, Path(directory) / item.name)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def load_state(directory: Path) -> dict:
-    return torch.load(directory / STATE_FILE, weights_only=False)
+    """The trainer state: `{"optimizer": state dict, "step": int}`, loaded without unpickling
+    code; a corrupt, truncated or foreign file is one-line UserError."""
+    path = Path(directory) / STATE_FILE
+    try:
+        state = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as error:  # truncated zip, a pickle that asks for code, bad tensors: all unreadable
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"{path} is not a readable trainer state ({reason[:160]}); "
+                        "resume from a run this project wrote, or start a new --out") from None
+    if not (isinstance(state, dict) and isinstance(state.get("optimizer"), dict)
+            and isinstance(state.get("step"), int) and state["step"] >= 0):
+        raise UserError(f"{path} is not a trainer state (expected the optimizer state and a step count); "
+                        "start a new --out")
+    return state
 
 
 def has_state(directory: Path) -> bool:
@@ -92,10 +128,29 @@ def append_metrics(directory: Path, record: dict) -> None:
 
 
 def read_metrics(directory: Path) -> list[dict]:
-    path = directory / METRICS_FILE
+    """The logged records; a partial last line (a kill while appending) is left out, any
+    other unreadable line is a one-line UserError."""
+    path = Path(directory) / METRICS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: unreadable ({error}); move it away to resume without the old metrics") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            if number == len(lines):
+                break  # a record cut short by a kill: it is logged again when its step reruns
+            raise UserError(f"{path}: line {number} is not a metrics record; move the file away to resume without it")
+        records.append(record)
+    return records
 
 
 def truncate_metrics(directory: Path, steps: int) -> None:

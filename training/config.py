@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,18 @@ class TrainConfig:
     lora_alpha: float = 16.0
 
     def __post_init__(self) -> None:
+        for name, low, low_open in (("lr", 0.0, True), ("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
+                                    ("eps_low", 0.0, False), ("eps_high", 0.0, False), ("kl_coef", 0.0, False),
+                                    ("entropy_coef", 0.0, False), ("diversity_coef", 0.0, False),
+                                    ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < low or (low_open and value == low):
+                raise ValueError(f"{name} must be a finite number {'>' if low_open else '>='} {low:g}, got {value!r}")
+        if self.eps_low >= 1:
+            raise ValueError(f"eps_low must be < 1 (the ratio's lower clip is 1 - eps_low), got {self.eps_low}")
+        if self.top_p > 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         positive = ("steps", "prompts", "group", "answers", "ppo_epochs", "micro_batches", "save_every")
         for name in positive:
             if getattr(self, name) < 1:
@@ -80,6 +93,16 @@ class TrainConfig:
 
     @classmethod
     def load(cls, directory: Path) -> "TrainConfig":
-        raw = json.loads((directory / CONFIG_FILE).read_text())
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in known})
+        """The saved config; an unreadable or invalid file is a one-line UserError."""
+        from evo.errors import UserError
+
+        path = Path(directory) / CONFIG_FILE
+        try:
+            raw = json.loads(path.read_text())
+            if not isinstance(raw, dict):
+                raise ValueError(f"expected a JSON object, found {type(raw).__name__}")
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in raw.items() if k in known})
+        except (OSError, UnicodeDecodeError, ValueError, TypeError) as error:
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise UserError(f"{path}: not a valid training config ({reason[:160]}); restore it or start a new --out") from None

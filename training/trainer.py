@@ -65,6 +65,8 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         import_vllm()  # before any work: a missing vLLM is one line
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
+    if resume:
+        checkpoint.recover(out)  # a save killed half-way: finished or dropped, never mixed
     model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
     encode = models.prompt_encoder(tokenizer, config.chat)
     if not config.max_new_tokens:

@@ -35,14 +35,14 @@ def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
 
 
 def _show(program: Path, report: dict[str, Any], output: str) -> None:
-    from evo.feedback import clean
+    from evo.feedback import clean, printable
 
     click.echo(f"program   {program}")
     if "error" in report:
-        click.echo(f"failed    {report['error']['kind']}: {report['error']['message']}")
+        click.echo(f"failed    {report['error']['kind']}: {printable(report['error']['message'])}")
         tail = output.strip().splitlines()[-10:]
         for line in tail:
-            click.echo(f"  | {line}")
+            click.echo(f"  | {printable(line)}")
         return
     fmt = lambda d: "  ".join(f"{k}={v:.6g}" for k, v in d.items())  # noqa: E731
     click.echo(f"scores    {fmt(report['scores'])}")

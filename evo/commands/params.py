@@ -29,6 +29,11 @@ def policy_uris(values: tuple[str, ...]) -> dict[str, str]:
     scheme (`mutate:`, `openai:...`) before any '=', a name has no ':'."""
     named: dict[str, str] = {}
     for value in values:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"--policy {value!r} is not valid UTF-8 text; a policy's name and URI are stored with "
+                            "every program it proposes") from None
         name, sep, _ = value.partition("=")
         pair = parse_pairs((value,), "--policy") if sep and ":" not in name else {value: value}
         if set(pair) & set(named):

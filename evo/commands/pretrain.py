@@ -133,7 +133,12 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
     with the held-out quality."""
     task = _task(task_name)
+    from evo.policies import resolve_checkpoint
     from training.sft import SFTConfig
+
+    for given in (init_dir, evaluate_dir):
+        if given is not None:
+            resolve_checkpoint(given)  # config.json and readable weights, or one line
 
     config = SFTConfig(steps=steps, decay_steps=decay_steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed,
                        threads=threads, multi_fraction=multi_fraction)

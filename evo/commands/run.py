@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 import types
 import typing
@@ -69,6 +70,11 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
         if not sep or not key:
             raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. --set features.length.bins=20")
         overrides[key.strip()] = _parse_value(value.strip())
+    for key, value in overrides.items():  # stored in run.json and used in every prompt: valid text only
+        try:
+            json.dumps({key: value}, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"--set/--{key.rpartition('.')[2].replace('_', '-')}: {value!r} is not valid UTF-8 text") from None
     return overrides
 
 
@@ -119,9 +125,11 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
     loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:
-        if spec_path is not None or policy_uris or seed is not None:
-            raise UserError("--resume DIR takes its spec, policy and seed from DIR; give only --resume (and --iterations)")
-        config = run_dir.resume_config(resume_dir, overrides, loop_options, executor)
+        if spec_path is not None or seed is not None:
+            raise UserError("--resume DIR takes its spec and seed from DIR; give only --resume (and --iterations, "
+                            "--policy NAME=URI to move a policy)")
+        moved = params.policy_uris(policy_uris) if policy_uris else None
+        config = run_dir.resume_config(resume_dir, overrides, loop_options, executor, moved)
         named = config.named
     else:
         if spec_path is None or not policy_uris:

@@ -22,7 +22,7 @@ def summary(directory: Path) -> dict:
 
     if not database_file(directory).is_file():
         raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
-    with Database.open(directory) as db:
+    with Database.open(directory, read_only=True) as db:
         stats = db.stats()
         objectives = db.config.objectives
         best = db.best()
@@ -121,15 +121,21 @@ def _plots(directory: Path) -> list[str]:
         import matplotlib  # noqa: F401
     except ImportError:
         return ["plots skipped: matplotlib is missing (pip install 'vpo-evo[plots]')"]
-    with Database.open(directory) as db:
-        written = [heatmap(db, directory / "archive.png"), best_so_far(db, directory / "best_so_far.png")]
+    with Database.open(directory, read_only=True) as db:
+        try:
+            written = [heatmap(db, directory / "archive.png"), best_so_far(db, directory / "best_so_far.png")]
+        except OSError as error:
+            raise UserError(f"{directory}: cannot write the plots there ({error.strerror}); "
+                            "copy the run somewhere writable first") from None
     return [f"wrote {p}" for p in written if p is not None]
 
 
 def _echo_policies(policies: dict[str, dict[str, int]]) -> None:
     """Per policy: proposals, failures, improvements (evo/policy_mix.py)."""
+    from evo.feedback import printable
+
     for name, s in policies.items():
-        click.echo(f"policy {name}: {s['proposals']} proposals, {s['failures']} failed, {s['improvements']} improvements "
+        click.echo(f"policy {printable(name)}: {s['proposals']} proposals, {s['failures']} failed, {s['improvements']} improvements "
                    f"({s['unparseable']} unparseable, {s['duplicates']} duplicates)")
 
 
@@ -146,20 +152,25 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None) -
     if lineage is not None:
         from evo.database import Database
 
-        with Database.open(directory) as db:
-            notes.append(f"wrote {export_lineage(db, lineage)}")
+        with Database.open(directory, read_only=True) as db:
+            try:
+                notes.append(f"wrote {export_lineage(db, lineage)}")
+            except OSError as error:
+                raise UserError(f"{lineage}: cannot write the lineage ({error.strerror}); pick another path") from None
     if as_json:
         click.echo(json.dumps(data))
         for note in notes:
             click.echo(note, err=True)
         return
+    from evo.feedback import printable
+
     best = data["best"]
-    click.echo(f"{directory}: {data['iterations']} iterations, {data['programs']} programs "
+    click.echo(f"{printable(str(directory))}: {data['iterations']} iterations, {data['programs']} programs "
                f"({data['failures']} failed), coverage {data['coverage']:.0%}, "
                f"{data['unparseable']} unparseable, {data['duplicates']} duplicates")
     if best is not None:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
-        click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{best['code'].rstrip()}")
+        click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{printable(best['code'].rstrip())}")
     _echo_policies(data["policies"])
     click.echo(f"pareto front: {len(data['pareto'])} programs")
     for entry in data["pareto"][:20]:

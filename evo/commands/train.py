@@ -48,22 +48,37 @@ def parse_options(pairs: tuple[str, ...]) -> dict:
 
 
 def build_config(out: Path, resume: bool, init: str | None, steps: int | None, settings: dict):
-    from training.checkpoint import has_state
+    from evo.policies import check_weights
+    from training.checkpoint import has_state, recover
     from training.config import CONFIG_FILE, TrainConfig
 
     if resume:
+        recover(out)  # a save killed half-way: finished or dropped, never weights of one step with state of another
         if not has_state(out) or not (out / CONFIG_FILE).exists():
             raise UserError(f"{out} holds no trainer checkpoint to resume (run without --resume first)")
         config = TrainConfig.load(out)
+        check_weights(out)
+        refuse_changes(config, settings)
         return dataclasses.replace(config, out=str(out), steps=steps or config.steps)  # the run may have moved
     if has_state(out):
         raise UserError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if init is None or settings["task"] is None:
         raise UserError("--task and --init are required (unless --resume)")
+    check_weights(Path(init))
     try:
         return TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
     except ValueError as error:
         raise UserError(str(error)) from None
+
+
+def refuse_changes(config, given: dict) -> None:
+    """A resumed run keeps its settings: a flag given with --resume must repeat the stored value."""
+    for name, value in given.items():
+        stored = getattr(config, name, value)
+        if value != stored:
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} {value!r} differs from the run's {stored!r}; a resumed run keeps its settings "
+                            "(drop the flag, or start a new --out with --init set to this run)")
 
 
 def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool) -> list[dict]:
@@ -141,6 +156,10 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
     import torch
 
     settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
+    if resume:  # only the flags given on the command line, to compare with the stored settings
+        source = click.get_current_context().get_parameter_source
+        settings = {name: value for name, value in settings.items()
+                    if source(name) == click.core.ParameterSource.COMMANDLINE}
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
     config = build_config(Path(out), resume, init, steps, settings)

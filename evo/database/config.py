@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from evo.database.hashing import DEDUPE
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
+from evo.scores import weights_problem
 from evo.selection import check_name, check_options
 
 FEATURE_SOURCES = ("code_length", "objective:<name>", "scorer:<key>")
@@ -63,11 +64,12 @@ class SearchSettings:
     target: float | None = None  # stop when the best scalar reaches it
     policy_weights: Mapping[str, float] = field(default_factory=dict)  # policy name -> weight (unnamed: 1)
     policy_choice: str = "weights"  # POLICY_CHOICES
+    max_program_bytes: int = 65536  # a larger proposal fails as "too_large" before evaluation (prompts stay bounded)
 
     # the least value of each count (the spec reads its rules from here too)
     MINIMUM: ClassVar[dict[str, int]] = {
         "islands": 1, "migration_interval": 0, "migration_size": 0, "reset_interval": 0, "parents": 1,
-        "inspirations": 0, "population_cap": 0, "samples_per_prompt": 1, "iterations": 1,
+        "inspirations": 0, "population_cap": 0, "samples_per_prompt": 1, "iterations": 1, "max_program_bytes": 1,
     }
 
     def __post_init__(self) -> None:
@@ -88,6 +90,9 @@ class SearchSettings:
         for name, weight in self.policy_weights.items():
             if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
                 raise UserError(f"search.policy_weights: {name!r} needs a finite weight >= 0, got {weight!r}")
+        if not math.isfinite(sum(self.policy_weights.values())):
+            raise UserError(f"search.policy_weights must have a finite sum (they are normalized to probabilities), "
+                            f"got {dict(self.policy_weights)!r}"[:300])
         if self.policy_choice not in POLICY_CHOICES:
             raise UserError(f"search.policy_choice must be one of {', '.join(map(repr, POLICY_CHOICES))}, got {self.policy_choice!r}")
 
@@ -110,8 +115,9 @@ class DatabaseConfig:
             raise UserError(f"objectives must be distinct names, got {list(self.objectives)}")
         if self.weights is not None:
             weights = tuple(float(w) for w in self.weights)
-            if len(weights) != len(self.objectives) or min(weights) < 0 or sum(weights) <= 0:
-                raise UserError(f"weights must be {len(self.objectives)} non-negative numbers with a positive sum, got {list(weights)}")
+            problem = weights_problem(weights, len(self.objectives))
+            if problem:
+                raise UserError(f"weights must be {problem}, got {list(weights)}"[:300])
             object.__setattr__(self, "weights", weights)
         for feature in self.features:
             if feature.source.startswith("objective:") and feature.source[10:] not in self.objectives:

@@ -68,14 +68,16 @@ class Database:
         store.after_rollback = self._load  # a failed write leaves memory as the store is
 
     @classmethod
-    def open(cls, path: Path | str, config: DatabaseConfig | None = None, *, adopt: Path | None = None) -> "Database":
+    def open(cls, path: Path | str, config: DatabaseConfig | None = None, *, adopt: Path | None = None,
+             read_only: bool = False) -> "Database":
         """Open (or create) a run's database; without `config`, the stored one is used (resume).
         `adopt`: an old separate journal file to move in (CandidateJournal.adopt). Nothing is
-        written until the stored run accepted `config` and every row was read."""
+        written until the stored run accepted `config` and every row was read. `read_only`:
+        nothing is ever written (a run on read-only media, or another user's)."""
         file = database_file(path)
-        if config is None and not file.exists():
+        if (config is None or read_only) and not file.exists():
             raise UserError(f"{path}: no run found here (no {file.name}); start one with `evo run SPEC`")
-        store = Store(file)
+        store = Store(file, read_only=read_only)
         try:
             stored = store.get_meta("config")
             config = cls._settled(path, stored, config)
@@ -89,7 +91,7 @@ class Database:
             store.close()
             raise UserError(f"{file}: not a usable program database ({type(error).__name__}: {error}); "
                             "restore it from a copy or start a new run") from None
-        if stored != config.to_json():
+        if stored != config.to_json() and not read_only:
             store.set_meta("config", config.to_json())
         return db
 

@@ -14,6 +14,7 @@ import json
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -107,9 +108,63 @@ def add_columns(connection: sqlite3.Connection) -> None:
                     raise
 
 
+def _read_only_view(connection: sqlite3.Connection) -> None:
+    """A store made by an older version, read without writing to it: a table it lacks is an
+    empty TEMP table, a table lacking some ADDED_COLUMNS is shadowed by a TEMP view that adds
+    them with their defaults (TEMP objects live in memory, never in the file)."""
+    present = {name for (name,) in connection.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+    for statement in SCHEMA.split(";"):
+        words = statement.split()
+        if words[:5] == ["CREATE", "TABLE", "IF", "NOT", "EXISTS"] and words[5] not in present:
+            connection.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+    missing: dict[str, list[tuple[str, str]]] = {}
+    for table, column, declaration in ADDED_COLUMNS:
+        if table not in present:
+            if column not in {row[1] for row in connection.execute(f"PRAGMA temp.table_info({table})")}:
+                connection.execute(f"ALTER TABLE temp.{table} ADD COLUMN {column} {declaration}")
+        elif column not in {row[1] for row in connection.execute(f"PRAGMA main.table_info({table})")}:
+            missing.setdefault(table, []).append((column, declaration.rsplit("DEFAULT", 1)[1].strip()))
+    for table, columns in missing.items():
+        added = ", ".join(f"{default} AS {column}" for column, default in columns)
+        connection.execute(f"CREATE TEMP VIEW {table} AS SELECT *, {added} FROM main.{table}")
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """Open without writing anything, even where the directory is read-only. Without a WAL file
+    no connection is open and every commit is in the file: `immutable=1` (no -wal or -shm is
+    made). With one (a live run, or a killed one): `mode=ro`, which reads its commits, else
+    `immutable=1` (read-only media where no -shm can be made; the WAL's commits unread)."""
+    if not path.is_file():
+        raise sqlite3.OperationalError("no such file")
+    quoted = urllib.parse.quote(str(path.resolve()))
+    live = Path(f"{path}-wal").exists()
+    for query in ("mode=ro", "mode=ro&immutable=1") if live else ("mode=ro&immutable=1",):
+        connection = sqlite3.connect(f"file:{quoted}?{query}", uri=True, isolation_level=None, check_same_thread=False,
+                                     timeout=30.0)
+        try:
+            connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return connection
+        except sqlite3.OperationalError:
+            connection.close()
+    raise sqlite3.OperationalError("unable to open database file, even read-only")
+
+
 class Store:
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, *, read_only: bool = False):
+        """`read_only`: read a run (`evo show`, `evo report`) without writing to it or its directory."""
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            try:
+                self.connection = _connect_read_only(self.path)
+                self.connection.row_factory = sqlite3.Row
+                _read_only_view(self.connection)
+            except sqlite3.DatabaseError as error:
+                raise UserError(f"{self.path}: not a readable program database ({error})") from None
+            self._lock = threading.RLock()
+            self._depth = 0
+            self.after_rollback = None
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)

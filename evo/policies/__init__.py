@@ -25,15 +25,32 @@ def shipped_checkpoints() -> list[str]:
     return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
 
 
+def check_weights(directory: Path) -> Path:
+    """`directory` when each of its safetensors files has a readable header that covers the
+    file (a truncated or garbage file is a one-line UserError, not a loader's traceback)."""
+    from safetensors import safe_open
+
+    for path in sorted(Path(directory).glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt"):
+                pass
+        except Exception as error:  # SafetensorError (bad header, truncated), OSError
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise UserError(f"{path}: not a readable weights file ({reason[:160]}); "
+                            "restore it or point at another checkpoint") from None
+    return Path(directory)
+
+
 def resolve_checkpoint(name: str) -> Path:
-    """An existing directory, else a shipped checkpoint of that name; one-line error otherwise."""
+    """An existing directory, else a shipped checkpoint of that name, with readable weights;
+    one-line error otherwise."""
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
-        return path
+        return check_weights(path)
     if name and "/" not in name and (CHECKPOINTS / name / "config.json").is_file():
-        return CHECKPOINTS / name
+        return check_weights(CHECKPOINTS / name)
     shipped = ", ".join(shipped_checkpoints()) or "none"
     raise UserError(f"no model directory {name!r} and no shipped checkpoint of that name (shipped: {shipped})")
 
@@ -62,4 +79,4 @@ def load(uri: str, **options) -> Policy:
     return MutatePolicy(parse_options(rest))
 
 
-__all__ = ["Completion", "Policy", "load", "resolve_checkpoint", "shipped_checkpoints"]
+__all__ = ["Completion", "Policy", "check_weights", "load", "resolve_checkpoint", "shipped_checkpoints"]

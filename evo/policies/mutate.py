@@ -18,7 +18,7 @@ from evo.errors import UserError
 from evo.policies.base import Completion
 from evo.policies.options import Range, check_config, check_sampling, parse_option
 from evo.program import MarkerError, split
-from evo.prompts import fenced_code
+from evo.prompts import fence_for, fenced_code
 
 SWAPS: dict[type, tuple[type, ...]] = {
     ast.Add: (ast.Sub, ast.Mult), ast.Sub: (ast.Add,), ast.Mult: (ast.Add, ast.Div, ast.FloorDiv),
@@ -116,9 +116,15 @@ class MutatePolicy:
             if parent is None:
                 out.append([Completion("", (), None, "stop") for _ in range(n)])
                 continue
-            out.append([Completion(f"```python\n{mutate_program(parent, rng, self.config)}```", (), None, "stop")
+            out.append([Completion(_fenced_reply(mutate_program(parent, rng, self.config)), (), None, "stop")
                         for _ in range(n)])
         return out
+
+
+def _fenced_reply(program: str) -> str:
+    """The program in a fence longer than any backtick run inside it (a docstring's ``` stays code)."""
+    fence = fence_for(program)
+    return f"{fence}python\n{program if program.endswith(chr(10)) else program + chr(10)}{fence}"
 
 
 def _constants(tree: ast.AST) -> list[ast.Constant]:

@@ -23,6 +23,7 @@ from evo.errors import UserError
 from evo.policy_mix import policy_table
 
 DIFF_LINES = 400  # the most lines of one lineage step's diff kept in the page
+LINEAGE_SHOWN = 40  # the latest lineage steps shown with their diffs; the earlier ones (but the first) summarized
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class RunRecords:
 
         if not database_file(directory).is_file():
             raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
-        with Database.open(directory) as db:
+        with Database.open(directory, read_only=True) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
                        tuple(db.journal.policy_counts()), db.iteration, policy_names(directory))
 
@@ -100,20 +101,34 @@ def grid(programs: list[Program], features: tuple[FeatureConfig, ...]) -> dict |
             "values": [[None if np.isnan(v) else float(v) for v in row] for row in values]}
 
 
-def lineage(programs: Mapping[int, Program], best: Program | None) -> list[dict]:
-    """The best program's ancestors by their first parent, oldest first, each with the diff from its parent."""
+def lineage(programs: Mapping[int, Program], best: Program | None, shown: int = LINEAGE_SHOWN) -> list[dict]:
+    """The best program's ancestors by their first parent, oldest first: the first with its code,
+    the last `shown` each with the diff from its parent; the steps between are summarized by
+    `skipped` (linear in the lineage's length, a bounded page whatever it is)."""
     chain: list[Program] = []
+    seen: set[int] = set()
     current = best
-    while current is not None and current.id not in {p.id for p in chain}:
+    while current is not None and current.id not in seen:
         chain.append(current)
+        seen.add(current.id)
         current = original(programs, current.parents[0]) if current.parents else None
+    chain.reverse()
+    kept = range(len(chain)) if len(chain) <= shown + 1 else [0, *range(len(chain) - shown, len(chain))]
     steps = []
-    for parent, child in zip([None, *chain[::-1]], chain[::-1]):
+    for before, index in zip([None, *kept], kept):
+        child = chain[index]
+        parent = chain[index - 1] if index else None
         diff = [] if parent is None else list(difflib.unified_diff(
             parent.code.splitlines(), child.code.splitlines(), f"#{parent.id}", f"#{child.id}", lineterm=""))
-        steps.append({"id": child.id, "iteration": child.iteration, "scalar": child.scalar, "policy": child.policy,
-                      "parent": None if parent is None else parent.id, "code": child.code if parent is None else "",
-                      "diff": diff[:DIFF_LINES], "cut": max(0, len(diff) - DIFF_LINES)})
+        step = {"id": child.id, "iteration": child.iteration, "scalar": child.scalar, "policy": child.policy,
+                "parent": None if parent is None else parent.id, "code": child.code if parent is None else "",
+                "diff": diff[:DIFF_LINES], "cut": max(0, len(diff) - DIFF_LINES), "skipped": None}
+        if before is not None and index - before > 1:
+            between = chain[before + 1:index]
+            step["skipped"] = {"steps": len(between), "first": between[0].id, "last": between[-1].id,
+                               "iterations": [between[0].iteration, between[-1].iteration],
+                               "scalar": [between[0].scalar, between[-1].scalar]}
+        steps.append(step)
     return steps
 
 

@@ -83,6 +83,12 @@ def _lineage(page: dict) -> str:
         if step["parent"] is None:
             parts.append(f"<h3>{escape(title)}: the start</h3><pre>{escape(step['code'])}</pre>")
             continue
+        skipped = step.get("skipped")
+        if skipped:
+            parts.append(f'<p class="muted">{skipped["steps"]} steps not shown: #{skipped["first"]} '
+                         f'(iteration {skipped["iterations"][0]}, scalar {skipped["scalar"][0]:.6g}) to #{skipped["last"]} '
+                         f'(iteration {skipped["iterations"][1]}, scalar {skipped["scalar"][1]:.6g}); '
+                         "the whole genealogy: evo show DIR --lineage FILE.</p>")
         body = "\n".join(map(_diff_line, step["diff"])) or "(same code)"
         cut = f"\n... {step['cut']} more lines" if step["cut"] else ""
         parts.append(f"<h3>{escape(title)} from #{step['parent']}</h3><pre>{body}{escape(cut)}</pre>")

@@ -86,7 +86,7 @@ def scatter(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Seque
     """All points in grey, the Pareto front in red and joined by a line."""
     frame = Frame([p[0] for p in points], [p[1] for p in points], xlabel, ylabel)
     parts = [frame.axes()]
-    for (x, y), on, pid in zip(points, front, ids):
+    for (x, y), on, pid in drawn(frame, points, front, ids):
         color, r = ("#d62728", 4) if on else ("#888", 2.5)
         parts.append(f'<circle cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="{r}" fill="{color}">'
                      f'<title>#{pid}: {escape(xlabel)}={x:.4g}, {escape(ylabel)}={y:.4g}</title></circle>')
@@ -95,6 +95,24 @@ def scatter(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Seque
         path = " ".join(f"{frame.px(x):.1f},{frame.py(y):.1f}" for x, y in line)
         parts.append(f'<polyline fill="none" stroke="#d62728" stroke-dasharray="4 3" points="{path}"/>')
     return _svg("".join(parts), f"Pareto front of {xlabel} and {ylabel}")
+
+
+MAX_POINTS = 4000  # circles drawn in one scatter at most (the page stays small whatever the run)
+
+
+def drawn(frame: "Frame", points, front, ids) -> list[tuple]:
+    """The points worth a circle: one per pixel (a front point before the others), at most
+    MAX_POINTS (the front first, the rest evenly thinned)."""
+    seen: dict[tuple[int, int, bool], tuple] = {}
+    for point, on, pid in sorted(zip(points, front, ids), key=lambda item: not item[1]):
+        seen.setdefault((round(frame.px(point[0])), round(frame.py(point[1])), bool(on)), (point, on, pid))
+    kept = list(seen.values())
+    if len(kept) > MAX_POINTS:
+        on = [item for item in kept if item[1]][:MAX_POINTS]
+        rest = [item for item in kept if not item[1]]
+        room = MAX_POINTS - len(on)
+        kept = on + (rest[:: -(-len(rest) // room)] if room > 0 else [])
+    return sorted(kept, key=lambda item: bool(item[1]))  # the front drawn last, on top
 
 
 def color(t: float) -> str:
