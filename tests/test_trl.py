@@ -20,7 +20,7 @@ from tasks.completions import score_completion
 from tests.test_vllm import needs_vllm, served_greedy
 from training import advantages
 from training.config import TrainConfig
-from training.integrations.trl import ALGOS, group_weightings, set_score
+from training.integrations.set_reward import ALGOS, group_weightings, set_score
 
 pytest.importorskip("trl")
 torch.set_num_threads(1)

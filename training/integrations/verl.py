@@ -19,7 +19,7 @@ import numpy as np
 import tasks
 from tasks.completions import score_completion
 from training.advantages import zscore
-from training.integrations.trl import ALGOS, group_weightings, set_score
+from training.integrations.set_reward import ALGOS, group_weightings, set_score
 
 
 def group_zscore(token_level_rewards, response_mask, index, epsilon: float = 1e-6, config=None, **_):
