@@ -7,7 +7,9 @@ same set scores R, and R against what `training.advantages.compute` draws for th
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +107,38 @@ def test_the_trl_checkpoint_serves_with_vllm_serve_and_greedy_matches_local(trl_
     task = tasks.get("maze")
     served, local = served_greedy(out, task.prompt(task.instances("test", 1)[0], 3), out / "serve.log")
     assert served == local and served
+
+
+def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
+    from evo.errors import UserError
+    from training.integrations.trl import refuse_unsupported
+
+    base = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=2, group=2)
+    cases = [({"diversity_coef": 0.1}, set(), "--diversity-coef is the project's"),
+             ({"save_every": 10}, {"save_every"}, "--save-every keeps"),
+             ({"save_every": 50}, {"save_every"}, "--save-every keeps"),  # given on the command line, even at the default
+             ({"sync_every": 2}, set(), "--sync-every is for --engine ours"),
+             ({"loss_norm": 7}, set(), "drop --loss-norm"),
+             ({"group": 1}, set(), "--group >= 2"),
+             ({"options": {"k": 4}}, set(), "bad --option for vpo: k (it takes: K, alpha, sobol)"),
+             ({"algo": "grpo", "options": {"K": 4}}, set(), "bad --option for grpo: K (it takes: none)"),
+             ({"vllm_options": {"mode": "server"}}, set(), "--vllm-option with --engine trl needs --use-vllm")]
+    for change, given, message in cases:
+        with pytest.raises(UserError, match=re.escape(message)):
+            refuse_unsupported(dataclasses.replace(base, **change), given, use_vllm=False)
+    refuse_unsupported(dataclasses.replace(base, entropy_coef=0.1, loss_norm=64, snapshot_every=1), set(), use_vllm=False)
+
+
+def test_grpo_config_takes_the_global_batch_and_the_vllm_modes(tmp_path):
+    from evo.errors import UserError
+    from training.integrations.trl import grpo_config, vllm_fields
+
+    config = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=4, group=4, micro_batches=2,
+                         entropy_coef=0.01, device="cpu",
+                         vllm_options={"mode": "server", "server_base_url": "http://h:8000", "enable_sleep_mode": True})
+    args = grpo_config(config, use_vllm=True, progress=False, processes=2)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 2)  # 16 rollouts = 4 x 2 x 2 ranks
+    assert (args.vllm_mode, args.vllm_server_base_url, args.vllm_enable_sleep_mode) == ("server", "http://h:8000", True)
+    assert args.entropy_coef == 0.01 and {"mode", "enable_sleep_mode", "gpu_memory_utilization"} <= set(vllm_fields())
+    with pytest.raises(UserError, match=r"over --micro-batches x processes \(2 x 3\)"):
+        grpo_config(config, use_vllm=False, progress=False, processes=3)

@@ -25,10 +25,10 @@ from training.advantages import dirichlet_weights, entry, vpo_scores
 ALGOS = ("grpo", "multi_rlvr", "random_weight_grpo", "vpo")  # a group z-score of one score per rollout
 
 
-def check(algo: str, options: dict) -> None:
+def check(algo: str, options: dict, who: str = "--engine trl") -> None:
     """One line for an estimator this reward cannot express or an option its estimator does not take."""
     if algo not in ALGOS:
-        raise UserError(f"--engine trl runs {', '.join(ALGOS)} (a group z-score of one score per rollout); got {algo}")
+        raise UserError(f"{who} runs {', '.join(ALGOS)} (a group z-score of one score per rollout); got {algo}")
     known = [p.name for p in inspect.signature(entry(algo).function).parameters.values()
              if p.kind is p.KEYWORD_ONLY and p.name not in ("weights", "rng")]
     unknown = sorted(set(options) - set(known))
