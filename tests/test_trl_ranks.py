@@ -28,7 +28,7 @@ def test_two_ranks_split_the_global_batch_and_export_the_trained_weights(tmp_pat
     assert all(r["world"] == 2 and r["backend"] == "gloo" for r in ranks)
     assert all(r["per_device_batch"] == PROMPTS * GROUP // 2 for r in ranks)  # each rank half of the global batch
     for r in ranks:  # every rank's trained weights are what rank 0 exported, and training moved them
-        assert r["equal"] == r["keys"] and r["moved"]
+        assert r["equal"] == r["keys"] and r["moved"] and r["snapshot_equal"]  # --snapshot-every: the last step's too
     records, other = ranks[0]["records"], ranks[1]["records"]
     assert other == [] and [x["step"] for x in records] == list(range(1, STEPS + 1))
     on_disk = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

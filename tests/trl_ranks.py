@@ -22,7 +22,7 @@ def main(out: Path) -> None:
     torch.set_num_threads(1)
     init = CHECKPOINTS / "maze-warmup"
     config = TrainConfig(task="maze", algo="vpo", init=str(init), out=str(out), steps=STEPS, prompts=PROMPTS, group=GROUP,
-                         max_new_tokens=16, lr=1e-3, entropy_coef=0.05, seed=1, options={"K": 8}, device="cpu")
+                         max_new_tokens=16, lr=1e-3, entropy_coef=0.05, snapshot_every=STEPS, seed=1, options={"K": 8}, device="cpu")
     grpo, records = engine.fit(config, progress=False)
     engine.export(grpo, config, out)
     trained = grpo.accelerator.unwrap_model(grpo.model).state_dict()
@@ -32,6 +32,8 @@ def main(out: Path) -> None:
         "world": grpo.accelerator.num_processes, "backend": str(torch.distributed.get_backend()),
         "per_device_batch": grpo.args.per_device_train_batch_size,
         "equal": sorted(k for k in exported if torch.equal(exported[k], trained[k])), "keys": sorted(exported),
+        "snapshot_equal": all(torch.equal(v, exported[k]) for k, v in load_file(
+            out / "steps" / f"{STEPS:06d}" / "model.safetensors").items()),
         "moved": sorted(k for k in exported if k in start and not torch.equal(exported[k], start[k].to(exported[k].dtype))),
         "records": records}))
 
