@@ -115,8 +115,6 @@ def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
 
     base = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=2, group=2)
     cases = [({"diversity_coef": 0.1}, set(), "--diversity-coef is the project's"),
-             ({"save_every": 10}, {"save_every"}, "--save-every keeps"),
-             ({"save_every": 50}, {"save_every"}, "--save-every keeps"),  # given on the command line, even at the default
              ({"sync_every": 2}, set(), "--sync-every is for --engine ours"),
              ({"loss_norm": 7}, set(), "drop --loss-norm"),
              ({"group": 1}, set(), "--group >= 2"),
@@ -140,5 +138,21 @@ def test_grpo_config_takes_the_global_batch_and_the_vllm_modes(tmp_path):
     assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 2)  # 16 rollouts = 4 x 2 x 2 ranks
     assert (args.vllm_mode, args.vllm_server_base_url, args.vllm_enable_sleep_mode) == ("server", "http://h:8000", True)
     assert args.entropy_coef == 0.01 and {"mode", "enable_sleep_mode", "gpu_memory_utilization"} <= set(vllm_fields())
+    assert args.save_strategy == "no"
+    saving = grpo_config(dataclasses.replace(config, save_every=3), use_vllm=False, progress=False, save=True)
+    assert (saving.save_strategy, saving.save_steps, saving.save_total_limit) == ("steps", 3, 1)
     with pytest.raises(UserError, match=r"over --micro-batches x processes \(2 x 3\)"):
         grpo_config(config, use_vllm=False, progress=False, processes=3)
+
+
+@pytest.mark.slow
+def test_save_every_keeps_a_trl_checkpoint_that_resume_continues(tmp_path):
+    from training.integrations.trl import last_checkpoint, run
+
+    config = TrainConfig(task="maze", algo="grpo", init=WARMUP, out=str(tmp_path), steps=2, prompts=2, group=2,
+                         max_new_tokens=8, lr=1e-3, entropy_coef=0.05, save_every=2, seed=3, device="cpu")
+    first = run(config, progress=False, given={"save_every"})
+    assert [r["step"] for r in first] == [1, 2] and last_checkpoint(tmp_path).endswith("checkpoint-2")
+    again = run(dataclasses.replace(config, steps=3), progress=False, given=set(), resume=True)
+    assert [r["step"] for r in again] == [3]
+    assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]

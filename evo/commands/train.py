@@ -48,16 +48,26 @@ def parse_options(pairs: tuple[str, ...]) -> dict:
     return options
 
 
-def build_config(out: Path, resume: bool, init: str | None, steps: int | None, settings: dict):
+def holds_run(out: Path, engine: str) -> bool:
+    """Whether `out` holds a run `engine` can resume: the project's trainer state, or a TRL checkpoint."""
     from training.checkpoint import has_state
+
+    if engine == "trl":
+        from training.integrations.trl import last_checkpoint
+
+        return last_checkpoint(out) is not None
+    return has_state(out)
+
+
+def build_config(out: Path, resume: bool, init: str | None, steps: int | None, settings: dict, engine: str = "ours"):
     from training.config import CONFIG_FILE, TrainConfig
 
     if resume:
-        if not has_state(out) or not (out / CONFIG_FILE).exists():
+        if not holds_run(out, engine) or not (out / CONFIG_FILE).exists():
             raise UserError(f"{out} holds no trainer checkpoint to resume (run without --resume first)")
         config = TrainConfig.load(out)
         return dataclasses.replace(config, out=str(out), steps=steps or config.steps)  # the run may have moved
-    if has_state(out):
+    if holds_run(out, engine):
         raise UserError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if init is None or settings["task"] is None:
         raise UserError("--task and --init are required (unless --resume)")
@@ -71,11 +81,9 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
     """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config`; `given`: the
     flags set on the command line (TRL refuses those it cannot honour)."""
     if engine == "trl":
-        if resume:
-            raise UserError("--engine trl does not resume a run; start a new one with --init set to the last checkpoint")
         from training.integrations.trl import run as run_trl
 
-        return run_trl(config, use_vllm=use_vllm, progress=progress, given=given)
+        return run_trl(config, use_vllm=use_vllm, progress=progress, given=given, resume=resume)
     if use_vllm:
         raise UserError("--use-vllm is for --engine trl; the project's trainer takes --rollouts vllm")
     from training.trainer import run
@@ -142,7 +150,7 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
     settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
-    config = build_config(Path(out), resume, init, steps, settings)
+    config = build_config(Path(out), resume, init, steps, settings, engine)
     torch.set_num_threads(threads)
     context = click.get_current_context()
     given = {name for name in settings if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}

@@ -34,7 +34,7 @@ from training.config import TrainConfig
 from training.integrations.set_reward import ALGOS, SetReward, check
 from training.rollouts import answers_for, check_template
 
-__all__ = ["ALGOS", "dataset", "export", "fit", "grpo_config", "run", "trainer"]
+__all__ = ["ALGOS", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer"]
 
 
 def world_size() -> int:
@@ -62,9 +62,6 @@ def refuse_unsupported(config: TrainConfig, given: set[str], use_vllm: bool) -> 
         raise UserError("--engine trl needs --group >= 2 (TRL z-scores a group's rewards)")
     if config.diversity_coef:
         raise UserError("--diversity-coef is the project's trainer's (--engine ours); TRL's reward has no group-distance term")
-    if "save_every" in given:
-        raise UserError("--save-every keeps the project's trainer's resumable state; --engine trl does not resume "
-                        "(--snapshot-every keeps weights)")
     if config.sync_every != 1:
         raise UserError("--sync-every is for --engine ours; TRL pushes the weights into vLLM after every optimizer step")
     if config.loss_norm not in (0, config.max_new_tokens):
@@ -82,10 +79,11 @@ def refuse_unsupported(config: TrainConfig, given: set[str], use_vllm: bool) -> 
             raise UserError(f"--vllm-option {', '.join(unknown)} is not a TRL vLLM setting (known: {', '.join(known)})")
 
 
-def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1):
+def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1, save: bool = False):
     """TRL's GRPOConfig for `config`: one generation of prompts x group rollouts per optimizer step
     in all (each of `processes` ranks takes 1/processes of it), token losses summed over a
-    constant (loss_type dr_grpo, as the project's trainer), constant lr."""
+    constant (loss_type dr_grpo, as the project's trainer), constant lr; with `save`, TRL's
+    resumable checkpoint every `save_every` steps (the last one kept) in out/trl."""
     from trl import GRPOConfig
 
     rollouts = config.prompts * config.group
@@ -103,7 +101,8 @@ def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processe
         lr_scheduler_type="constant", beta=config.kl_coef, epsilon=config.eps_low, epsilon_high=config.eps_high,
         entropy_coef=config.entropy_coef, num_iterations=config.ppo_epochs, loss_type="dr_grpo",
         scale_rewards="group", max_steps=config.steps, seed=config.seed, bf16=config.bf16, use_cpu=device == "cpu",
-        use_vllm=use_vllm, **vllm, save_strategy="no", logging_steps=1, report_to="none",
+        use_vllm=use_vllm, **vllm, save_strategy="steps" if save else "no", save_steps=config.save_every,
+        save_total_limit=1, logging_steps=1, report_to="none",
         disable_tqdm=not progress, shuffle_dataset=False, dataloader_num_workers=0,
         **({"gradient_checkpointing": True} if config.gradient_checkpointing else {}))
 
@@ -124,7 +123,7 @@ def lora_config(config: TrainConfig):
     return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear")
 
 
-def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=()):
+def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=(), save: bool = False):
     """A GRPOTrainer over the task's m-answer prompts with the set-score reward of `config.algo`:
     `config.steps` generations of `config.prompts` distinct prompts (the global batch)."""
     from trl import GRPOTrainer
@@ -133,7 +132,7 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
     m = answers_for(config.algo, config.answers)
     instances = task.instances("train", config.prompts * config.steps, seed=config.seed)
     check_template(task, instances[0], config.algo, m)
-    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size())
+    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size(), save=save)
     model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"))
     chat = bool(getattr(tokenizer, "chat_template", None)) if config.chat is None else config.chat
     models.prompt_encoder(tokenizer, config.chat)  # a --chat without a template fails here, in one line
@@ -268,33 +267,51 @@ def step_callback(grpo_ref: list, config: TrainConfig, records: list[dict]):
     return StepMetrics()
 
 
+def last_checkpoint(out: Path) -> str | None:
+    """The newest TRL checkpoint of the run in `out` (out/trl/checkpoint-N), if any."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(out / "trl")) if (out / "trl").is_dir() else None
+
+
 def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None,
-        given: set[str] | None = None):
-    """Train with TRL's GRPOTrainer; returns the trainer and the per-step records (main process).
-    Refuses flags it cannot honour, and a run that ends with fewer optimizer steps than asked."""
+        given: set[str] | None = None, resume: bool = False):
+    """Train with TRL's GRPOTrainer (from its last checkpoint when `resume`); returns the trainer
+    and the per-step records (main process). Refuses flags it cannot honour, and a run that
+    ends with fewer optimizer steps than asked."""
     from training.trainer import get_task
 
     use_vllm = use_vllm or config.rollouts == "vllm"
-    refuse_unsupported(config, given_flags(config) if given is None else given, use_vllm)
+    given = given_flags(config) if given is None else given
+    refuse_unsupported(config, given, use_vllm)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    start = last_checkpoint(out) if resume else None
+    if resume and start is None:
+        raise UserError(f"{out} holds no TRL checkpoint to resume (run with --save-every first)")
     task = task if task is not None else get_task(config.task)
     records: list[dict] = []
     grpo_ref: list = []
-    grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, callbacks=[step_callback(grpo_ref, config, records)])
+    grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, save=resume or "save_every" in given,
+                   callbacks=[step_callback(grpo_ref, config, records)])
     grpo_ref.append(grpo)
-    grpo.train()
+    if grpo.accelerator.is_main_process:
+        config.save(out)
+        if start is not None:  # the metrics of steps after the checkpoint are run again
+            done = int(Path(start).name.split("-")[-1])
+            lines = (out / checkpoint.METRICS_FILE).read_text().splitlines() if (out / checkpoint.METRICS_FILE).exists() else []
+            (out / checkpoint.METRICS_FILE).write_text("".join(x + "\n" for x in lines if json.loads(x)["step"] <= done))
+    grpo.accelerator.wait_for_everyone()
+    grpo.train(resume_from_checkpoint=start)
     if grpo.state.global_step != config.steps:
         raise UserError(f"TRL ran {grpo.state.global_step} of {config.steps} optimizer steps; nothing exported")
     return grpo, records
 
 
 def run(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None,
-        given: set[str] | None = None) -> list[dict]:
+        given: set[str] | None = None, resume: bool = False) -> list[dict]:
     """Train with TRL's GRPOTrainer; writes a Hugging Face directory (merged weights), metrics.jsonl
     and train_config.json to `config.out`; returns the per-step records (empty on other ranks)."""
-    grpo, records = fit(config, use_vllm=use_vllm, progress=progress, task=task, given=given)
-    if grpo.accelerator.is_main_process:
-        config.save(Path(config.out))
+    grpo, records = fit(config, use_vllm=use_vllm, progress=progress, task=task, given=given, resume=resume)
     export(grpo, config, Path(config.out))
     return records
