@@ -114,17 +114,17 @@ def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
     from training.integrations.trl import refuse_unsupported
 
     base = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=2, group=2)
-    cases = [({"diversity_coef": 0.1}, set(), "--diversity-coef is the project's"),
-             ({"sync_every": 2}, set(), "--sync-every is for --engine ours"),
-             ({"loss_norm": 7}, set(), "drop --loss-norm"),
-             ({"group": 1}, set(), "--group >= 2"),
-             ({"options": {"k": 4}}, set(), "bad --option for vpo: k (it takes: K, alpha, sobol)"),
-             ({"algo": "grpo", "options": {"K": 4}}, set(), "bad --option for grpo: K (it takes: none)"),
-             ({"vllm_options": {"mode": "server"}}, set(), "--vllm-option with --engine trl needs --use-vllm")]
-    for change, given, message in cases:
+    cases = [({"diversity_coef": 0.1}, "--diversity-coef is the project's"),
+             ({"sync_every": 2}, "--sync-every is for --engine ours"),
+             ({"loss_norm": 7}, "drop --loss-norm"),
+             ({"group": 1}, "--group >= 2"),
+             ({"options": {"k": 4}}, "bad --option for vpo: k (it takes: K, alpha, sobol)"),
+             ({"algo": "grpo", "options": {"K": 4}}, "bad --option for grpo: K (it takes: none)"),
+             ({"vllm_options": {"mode": "server"}}, "--vllm-option with --engine trl needs --use-vllm")]
+    for change, message in cases:
         with pytest.raises(UserError, match=re.escape(message)):
-            refuse_unsupported(dataclasses.replace(base, **change), given, use_vllm=False)
-    refuse_unsupported(dataclasses.replace(base, entropy_coef=0.1, loss_norm=64, snapshot_every=1), set(), use_vllm=False)
+            refuse_unsupported(dataclasses.replace(base, **change), use_vllm=False)
+    refuse_unsupported(dataclasses.replace(base, entropy_coef=0.1, loss_norm=64, snapshot_every=1, save_every=3), use_vllm=False)
 
 
 def test_grpo_config_takes_the_global_batch_and_the_vllm_modes(tmp_path):

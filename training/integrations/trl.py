@@ -55,7 +55,7 @@ def vllm_fields() -> list[str]:
     return sorted(f.name[len("vllm_"):] for f in dataclasses.fields(GRPOConfig) if f.name.startswith("vllm_"))
 
 
-def refuse_unsupported(config: TrainConfig, given: set[str], use_vllm: bool) -> None:
+def refuse_unsupported(config: TrainConfig, use_vllm: bool) -> None:
     """One line for a flag `--engine trl` cannot honour (every other one maps onto GRPOConfig)."""
     check(config.algo, config.options)
     if config.group < 2:
@@ -283,7 +283,7 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
 
     use_vllm = use_vllm or config.rollouts == "vllm"
     given = given_flags(config) if given is None else given
-    refuse_unsupported(config, given, use_vllm)
+    refuse_unsupported(config, use_vllm)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     start = last_checkpoint(out) if resume else None
