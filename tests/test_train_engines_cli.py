@@ -25,6 +25,7 @@ def test_engine_trl_trains_and_usage_errors_are_one_line(init_dir, tmp_path):
     assert (tmp_path / "trl" / "config.json").exists() and (tmp_path / "trl" / "metrics.jsonl").exists()
     for args, message in ((("--engine", "trl", "--algo", "maxk"), "--engine trl runs"),
                           (("--use-vllm",), "--use-vllm is for --engine trl"),
+                          (("--engine", "trl", "--diversity-coef", "0.1"), "--diversity-coef is the project's"),
                           (("--rollouts", "vllm"), "needs vLLM installed"),
                           (("--chat",), "has none; use --no-chat")):
         bad = evo(*common, *args, "--out", str(tmp_path / "bad"))

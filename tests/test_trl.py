@@ -7,7 +7,9 @@ same set scores R, and R against what `training.advantages.compute` draws for th
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from tasks.completions import score_completion
 from tests.test_vllm import needs_vllm, served_greedy
 from training import advantages
 from training.config import TrainConfig
-from training.integrations.trl import ALGOS, group_weightings, set_score
+from training.integrations.set_reward import ALGOS, group_weightings, set_score
 
 pytest.importorskip("trl")
 torch.set_num_threads(1)
@@ -105,3 +107,52 @@ def test_the_trl_checkpoint_serves_with_vllm_serve_and_greedy_matches_local(trl_
     task = tasks.get("maze")
     served, local = served_greedy(out, task.prompt(task.instances("test", 1)[0], 3), out / "serve.log")
     assert served == local and served
+
+
+def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
+    from evo.errors import UserError
+    from training.integrations.trl import refuse_unsupported
+
+    base = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=2, group=2)
+    cases = [({"diversity_coef": 0.1}, "--diversity-coef is the project's"),
+             ({"sync_every": 2}, "--sync-every is for --engine ours"),
+             ({"loss_norm": 7}, "drop --loss-norm"),
+             ({"group": 1}, "--group >= 2"),
+             ({"options": {"k": 4}}, "bad --option for vpo: k (it takes: K, alpha, sobol)"),
+             ({"algo": "grpo", "options": {"K": 4}}, "bad --option for grpo: K (it takes: none)"),
+             ({"vllm_options": {"mode": "server"}}, "--vllm-option with --engine trl needs --use-vllm")]
+    for change, message in cases:
+        with pytest.raises(UserError, match=re.escape(message)):
+            refuse_unsupported(dataclasses.replace(base, **change), use_vllm=False)
+    refuse_unsupported(dataclasses.replace(base, entropy_coef=0.1, loss_norm=64, snapshot_every=1, save_every=3), use_vllm=False)
+
+
+def test_grpo_config_takes_the_global_batch_and_the_vllm_modes(tmp_path):
+    from evo.errors import UserError
+    from training.integrations.trl import grpo_config, vllm_fields
+
+    config = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=4, group=4, micro_batches=2,
+                         entropy_coef=0.01, device="cpu",
+                         vllm_options={"mode": "server", "server_base_url": "http://h:8000", "enable_sleep_mode": True})
+    args = grpo_config(config, use_vllm=True, progress=False, processes=2)
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (4, 2)  # 16 rollouts = 4 x 2 x 2 ranks
+    assert (args.vllm_mode, args.vllm_server_base_url, args.vllm_enable_sleep_mode) == ("server", "http://h:8000", True)
+    assert args.entropy_coef == 0.01 and {"mode", "enable_sleep_mode", "gpu_memory_utilization"} <= set(vllm_fields())
+    assert args.save_strategy == "no"
+    saving = grpo_config(dataclasses.replace(config, save_every=3), use_vllm=False, progress=False, save=True)
+    assert (saving.save_strategy, saving.save_steps, saving.save_total_limit) == ("steps", 3, 1)
+    with pytest.raises(UserError, match=r"over --micro-batches x processes \(2 x 3\)"):
+        grpo_config(config, use_vllm=False, progress=False, processes=3)
+
+
+@pytest.mark.slow
+def test_save_every_keeps_a_trl_checkpoint_that_resume_continues(tmp_path):
+    from training.integrations.trl import last_checkpoint, run
+
+    config = TrainConfig(task="maze", algo="grpo", init=WARMUP, out=str(tmp_path), steps=2, prompts=2, group=2,
+                         max_new_tokens=8, lr=1e-3, entropy_coef=0.05, save_every=2, seed=3, device="cpu")
+    first = run(config, progress=False, given={"save_every"})
+    assert [r["step"] for r in first] == [1, 2] and last_checkpoint(tmp_path).endswith("checkpoint-2")
+    again = run(dataclasses.replace(config, steps=3), progress=False, given=set(), resume=True)
+    assert [r["step"] for r in again] == [3]
+    assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3]

@@ -1,54 +1,45 @@
-"""veRL: the project's estimators registered with `register_adv_est`, and the set-score reward.
-Runs where veRL is installed (`pip install verl`; not part of CI's environment)."""
+"""veRL: the dataset rows written to parquet with default options, read back as veRL's
+RLHFDataset reads them (`datasets` parquet loader), and `compute_score` called as veRL's
+reward manager calls it (keywords data_source, solution_str, ground_truth, extra_info).
+veRL itself is not needed: its `adv_estimator=grpo` z-scores these scores within a group."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from training import advantages
-from training.integrations.trl import group_weightings
+import tasks
+from tasks.completions import score_completion
+from training.integrations.set_reward import group_weightings, set_score
+from training.integrations.verl import compute_score, rows, write
 
-verl = pytest.importorskip("verl")
-
-
-def test_registered_estimator_is_the_projects_group_zscore():
-    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
-
-    from training.integrations.verl import register
-
-    assert register() == ["evo_grpo", "evo_multi_rlvr", "evo_random_weight_grpo", "evo_vpo"]
-    rng = np.random.default_rng(0)
-    rewards = rng.random((3, 4, 3, 2))  # 3 groups of 4 rollouts, 3 answers, 2 objectives
-    weights = np.array([1.0, 1.0])
-    scores = np.stack([advantages.vpo_scores(rewards[g:g + 1], group_weightings("vpo", 2, 0, 0, g, {"K": 16})[None])[0]
-                       for g in range(3)]).reshape(-1)
-    mask = torch.ones(12, 5)
-    token_rewards = torch.zeros(12, 5, dtype=torch.float64)
-    token_rewards[:, -1] = torch.tensor(scores)  # outcome reward on the last token, as veRL places it
-    index = np.repeat(np.array(["a", "b", "c"], dtype=object), 4)
-    adv, returns = get_adv_estimator_fn("evo_vpo")(token_level_rewards=token_rewards, response_mask=mask, index=index)
-    ours = np.concatenate([advantages.compute("vpo", rewards[g:g + 1], weights=weights, rng=np.random.default_rng([0, 0, g]), K=16)[0]
-                           for g in range(3)])
-    assert np.allclose(adv[:, 0].numpy(), ours) and torch.equal(adv, returns)
-    assert torch.equal(adv[:, 1:], adv[:, :1].expand(-1, 4))
+pytest.importorskip("pyarrow")
 
 
-def test_compute_score_parses_strictly_with_group_shared_weightings():
-    from training.integrations.verl import compute_score, rows
-
-    import tasks
-    from tasks.completions import score_completion
-    from training.integrations.trl import set_score
+@pytest.mark.parametrize("algo, m, options", [("vpo", 3, {"K": 16}), ("grpo", 1, None), ("random_weight_grpo", 1, {})])
+def test_parquet_rows_round_trip_and_compute_score_as_verl_calls_it(tmp_path, algo, m, options):
+    from datasets import load_dataset
 
     task = tasks.get("maze")
-    data = rows("maze", "vpo", count=3, seed=2, options={"K": 16})
+    path = write(tmp_path / "train.parquet", "maze", algo, count=3, seed=2, options=options)  # None / {}: default options
+    data = load_dataset("parquet", data_files=str(path))["train"]
     instances = task.instances("train", 3, seed=2)
-    assert [r["prompt"][0]["content"] for r in data] == [task.prompt(i, 3) for i in instances]
-    assert compute_score("evo/maze", "not a route", "", data[0]["extra_info"]) == 0.0
+    assert [r["prompt"][0]["content"] for r in data] == [task.prompt(i, m) for i in instances]
+    row = data[0]
+    assert compute_score(data_source=row["data_source"], solution_str="not a route",
+                         ground_truth=row["reward_model"]["ground_truth"], extra_info=row["extra_info"]) == 0.0
+    weights = np.asarray(task.weights, float)
     for row, instance in zip(data, instances):
-        answer = task.demonstrations(instance, 3, np.random.default_rng(0))
-        w = group_weightings("vpo", len(task.objectives), 2, 0, row["extra_info"]["index"], {"K": 16})
-        expected = set_score("vpo", score_completion(task, instance, answer, True, 3)[0], np.asarray(task.weights, float), w)
-        assert compute_score("evo/maze", answer, "", row["extra_info"]) == pytest.approx(expected) and expected > 0
+        answer = task.demonstrations(instance, m, np.random.default_rng(0))
+        w = group_weightings(algo, len(task.objectives), 2, 0, row["extra_info"]["index"], options or {})
+        expected = set_score(algo, score_completion(task, instance, answer, True, m)[0], weights, w)
+        got = compute_score(data_source=row["data_source"], solution_str=answer, ground_truth=row["reward_model"]["ground_truth"],
+                            extra_info={**row["extra_info"], "num_turns": 2})  # veRL may add keys of its own
+        assert got == pytest.approx(expected) and expected > 0
+
+
+def test_rows_refuse_an_estimator_the_score_cannot_express():
+    from evo.errors import UserError
+
+    with pytest.raises(UserError, match="veRL's compute_score runs"):
+        rows("maze", "maxk", count=2)

@@ -42,11 +42,17 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def load(path: str, options: ModelOptions = ModelOptions()) -> tuple[torch.nn.Module, object]:
-    """A causal LM from a Hugging Face directory on the options' device (float32 on CPU, the
-    checkpoint's dtype on CUDA), and its tokenizer."""
+def weight_dtype(device: str) -> str | torch.dtype:
+    """The dtype weights train in: the checkpoint's own ("auto") on CUDA, float32 on CPU."""
+    return "auto" if resolve_device(device) == "cuda" else torch.float32
+
+
+def load(path: str, options: ModelOptions = ModelOptions(), *, dtype: str | torch.dtype | None = None
+         ) -> tuple[torch.nn.Module, object]:
+    """A causal LM from a Hugging Face directory on the options' device (default dtype:
+    `weight_dtype` of that device), and its tokenizer."""
     device = resolve_device(options.device)
-    model, tokenizer = load_causal_lm(path, device=device, dtype="auto" if device == "cuda" else torch.float32)
+    model, tokenizer = load_causal_lm(path, device=device, dtype=weight_dtype(device) if dtype is None else dtype)
     if options.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache

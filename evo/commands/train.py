@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from evo.commands import params
 from evo.errors import UserError
@@ -47,20 +48,31 @@ def parse_options(pairs: tuple[str, ...]) -> dict:
     return options
 
 
-def build_config(out: Path, resume: bool, init: str | None, steps: int | None, settings: dict):
+def holds_run(out: Path, engine: str) -> bool:
+    """Whether `out` holds a run `engine` can resume: the project's trainer state, or a TRL checkpoint."""
+    from training.checkpoint import has_state
+
+    if engine == "trl":
+        from training.integrations.trl import last_checkpoint
+
+        return last_checkpoint(out) is not None
+    return has_state(out)
+
+
+def build_config(out: Path, resume: bool, init: str | None, steps: int | None, settings: dict, engine: str = "ours"):
     from evo.policies import check_weights
-    from training.checkpoint import has_state, recover
+    from training.checkpoint import recover
     from training.config import CONFIG_FILE, TrainConfig
 
     if resume:
         recover(out)  # a save killed half-way: finished or dropped, never weights of one step with state of another
-        if not has_state(out) or not (out / CONFIG_FILE).exists():
+        if not holds_run(out, engine) or not (out / CONFIG_FILE).exists():
             raise UserError(f"{out} holds no trainer checkpoint to resume (run without --resume first)")
         config = TrainConfig.load(out)
         check_weights(out)
         refuse_changes(config, settings)
         return dataclasses.replace(config, out=str(out), steps=steps or config.steps)  # the run may have moved
-    if has_state(out):
+    if holds_run(out, engine):
         raise UserError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if init is None or settings["task"] is None:
         raise UserError("--task and --init are required (unless --resume)")
@@ -81,14 +93,13 @@ def refuse_changes(config, given: dict) -> None:
                             "(drop the flag, or start a new --out with --init set to this run)")
 
 
-def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool) -> list[dict]:
-    """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config`."""
+def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool, given: set[str] | None = None) -> list[dict]:
+    """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config`; `given`: the
+    flags set on the command line (TRL refuses those it cannot honour)."""
     if engine == "trl":
-        if resume:
-            raise UserError("--engine trl does not resume a run; start a new one with --init set to the last checkpoint")
         from training.integrations.trl import run as run_trl
 
-        return run_trl(config, use_vllm=use_vllm, progress=progress)
+        return run_trl(config, use_vllm=use_vllm, progress=progress, given=given, resume=resume)
     if use_vllm:
         raise UserError("--use-vllm is for --engine trl; the project's trainer takes --rollouts vllm")
     from training.trainer import run
@@ -144,7 +155,7 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
 @click.option("--vllm-option", "vllm_options", multiple=True, metavar="KEY=VALUE", help="vLLM engine option, e.g. gpu_memory_utilization=0.4.")
 @click.option("--engine", type=click.Choice(["ours", "trl"]), default="ours", show_default=True,
               help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")
-@click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate mode).")
+@click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate by default; --vllm-option mode=server, enable_sleep_mode=True).")
 @config_option("--device", type=params.LazyChoice("training.models:DEVICES"))
 @config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: when it has one).")
 @config_option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
@@ -162,9 +173,11 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
                     if source(name) == click.core.ParameterSource.COMMANDLINE}
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
-    config = build_config(Path(out), resume, init, steps, settings)
+    config = build_config(Path(out), resume, init, steps, settings, engine)
     torch.set_num_threads(threads)
-    records = train_with(engine, config, resume=resume, use_vllm=use_vllm, progress=progress)
+    context = click.get_current_context()
+    given = {name for name in settings if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
+    records = train_with(engine, config, resume=resume, use_vllm=use_vllm, progress=progress, given=given)
     last = records[-1] if records else {}
     click.echo(json.dumps({"out": config.out, "algo": config.algo, "steps": config.steps,
                            **{k: last[k] for k in ("scalar", "best_in_set", "diversity") if k in last}}))

@@ -1,110 +1,108 @@
-"""VPO (and every "one score per rollout, group z-score" estimator) inside TRL's GRPOTrainer.
+"""`evo train --engine trl`: VPO (and every "one score per rollout, group z-score" estimator)
+inside TRL's GRPOTrainer, on one process or many (`accelerate launch` / `torchrun`).
 
 TRL owns sampling, the loss, the optimizer and the scale-out (accelerate, DeepSpeed, FSDP,
-its vLLM modes); this module gives it the two pieces that make its group z-score the
-estimator's advantage:
-
-- a dataset of the task's m-answer prompts, each row carrying the index of its instance;
-- a reward function that parses a completion with the project's strict rules
-  (`tasks.completions.score_completion`) and returns the rollout's set score: grpo the
-  answer's scalar, multi_rlvr the sum of the set's scalars, random_weight_grpo one Dirichlet
-  weighting's value, vpo R(S) = mean over K Dirichlet weightings of the set's best answer.
-  The weightings come from (seed, step, instance), so every rollout of a group sees the same
-  ones, exactly as `training.advantages.compute` draws them for a group of one prompt.
-
+its vLLM modes); this module gives it a dataset of the task's m-answer prompts (each row
+carrying its instance's index) and the set-score reward of `training.integrations.set_reward`.
 TRL then computes (r - mean_group) / (std_group + 1e-4) with the sample std (Bessel's
 correction); the project's estimators use the population std and eps 1e-6. The advantages
-therefore differ by the factor pop_std / (sample_std + 1e-4) per group, which is the same
-for every rollout of a group (sign and ranking are identical); tests/test_trl.py checks it.
+therefore differ by the factor pop_std / (sample_std + 1e-4) per group, the same for every
+rollout of a group (sign and ranking are identical); tests/test_trl.py checks it.
+
+Under N processes `--prompts` stays the global batch: each optimizer step trains on prompts x
+group rollouts in all, each rank on 1/N of them. The export gathers the full state dict
+(`accelerator.get_state_dict`: ZeRO-3 and FSDP shards included) and the main process writes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
+import torch
 
 from evo.errors import UserError
-from evo.scores import scalarize
 from tasks.base import Instance, Task
-from tasks.completions import score_completion
-from training import models
-from training.advantages import dirichlet_weights, vpo_scores
+from training import checkpoint, memory, models
 from training.config import TrainConfig
+from training.integrations.set_reward import ALGOS, SetReward, check
 from training.rollouts import answers_for, check_template
 
-ALGOS = ("grpo", "multi_rlvr", "random_weight_grpo", "vpo")  # a group z-score of one score per rollout
+__all__ = ["ALGOS", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer"]
 
 
-def group_weightings(algo: str, d: int, seed: int, step: int, key: int, options: dict) -> np.ndarray | None:
-    """The weightings shared by one group: (K, d) for vpo, (1, d) for random_weight_grpo."""
-    rng = np.random.default_rng([seed, step, key])
-    if algo == "vpo":
-        return dirichlet_weights(rng, 1, options.get("K", 100), d, options.get("alpha", 1.0), options.get("sobol", False))[0]
-    if algo == "random_weight_grpo":
-        return rng.dirichlet(np.full(d, options.get("alpha", 1.0)), size=1)
-    return None
+def world_size() -> int:
+    """The number of training processes (torchrun and accelerate launch set WORLD_SIZE)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def set_score(algo: str, matrix: np.ndarray, weights: np.ndarray, w: np.ndarray | None) -> float:
-    """The one score of a rollout's (m, d) reward matrix that `algo` z-scores within a group."""
-    if algo == "grpo":
-        return float(scalarize(matrix[0], weights))
-    if algo == "multi_rlvr":
-        return float(scalarize(matrix, weights).sum())
-    if algo == "random_weight_grpo":
-        return float(matrix[0] @ w[0])
-    return float(vpo_scores(matrix[None, None], w[None])[0, 0])
+def given_flags(config: TrainConfig) -> set[str]:
+    """The fields of `config` that differ from TrainConfig's defaults (what a caller asked for)."""
+    defaults = TrainConfig(task=config.task, algo=config.algo, init=config.init, out=config.out)
+    return {f.name for f in dataclasses.fields(TrainConfig) if getattr(config, f.name) != getattr(defaults, f.name)}
 
 
-def completion_text(completion) -> str:
-    """A completion as text (conversational datasets give a list of messages)."""
-    return completion if isinstance(completion, str) else completion[-1]["content"]
+def vllm_fields() -> list[str]:
+    """`--vllm-option` keys: GRPOConfig's `vllm_*` fields without the prefix (mode, enable_sleep_mode, ...)."""
+    from trl import GRPOConfig
+
+    return sorted(f.name[len("vllm_"):] for f in dataclasses.fields(GRPOConfig) if f.name.startswith("vllm_"))
 
 
-class SetReward:
-    """TRL reward function: the set score of each completion (dataset column `instance`)."""
+def refuse_unsupported(config: TrainConfig, use_vllm: bool) -> None:
+    """One line for a flag `--engine trl` cannot honour (every other one maps onto GRPOConfig)."""
+    check(config.algo, config.options)
+    if config.group < 2:
+        raise UserError("--engine trl needs --group >= 2 (TRL z-scores a group's rewards)")
+    if config.diversity_coef:
+        raise UserError("--diversity-coef is the project's trainer's (--engine ours); TRL's reward has no group-distance term")
+    if config.sync_every != 1:
+        raise UserError("--sync-every is for --engine ours; TRL pushes the weights into vLLM after every optimizer step")
+    if config.loss_norm not in (0, config.max_new_tokens):
+        raise UserError("--engine trl divides summed token losses by --max-new-tokens (TRL's dr_grpo); drop --loss-norm")
+    if config.vllm_options and not use_vllm:
+        raise UserError("--vllm-option with --engine trl needs --use-vllm")
+    if use_vllm:
+        import importlib.util
 
-    def __init__(self, task: Task, instances: Sequence[Instance], algo: str, m: int, *, seed: int,
-                 options: dict, eos_ids: Sequence[int]) -> None:
-        if algo not in ALGOS:
-            raise UserError(f"--engine trl runs {', '.join(ALGOS)} (a group z-score of one score per rollout); got {algo}")
-        self.task, self.instances, self.algo, self.m = task, list(instances), algo, m
-        self.seed, self.options, self.eos_ids = seed, dict(options), set(eos_ids)
-        self.__name__ = algo  # TRL logs rewards/<name>/mean
-
-    def matrices(self, completions, completion_ids, instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(N, m, d) reward matrices, parsed flags and finished flags of a batch of completions."""
-        d = len(self.task.objectives)
-        out, parsed = np.zeros((len(completions), self.m, d)), np.zeros(len(completions), dtype=bool)
-        finished = np.array([bool(ids) and ids[-1] in self.eos_ids for ids in completion_ids])
-        for row, (text, key) in enumerate(zip(completions, instance)):
-            out[row], parsed[row] = score_completion(self.task, self.instances[key], completion_text(text), finished[row], self.m)
-        return out, parsed, finished
-
-    def __call__(self, prompts, completions, completion_ids, instance, trainer_state=None, log_metric=None, **_) -> list[float]:
-        step = trainer_state.global_step if trainer_state is not None else 0
-        rewards, parsed, finished = self.matrices(completions, completion_ids, instance)
-        d, weights = rewards.shape[2], np.asarray(self.task.weights, dtype=np.float64)
-        shared = {key: group_weightings(self.algo, d, self.seed, step, key, self.options) for key in set(instance)}
-        scores = [set_score(self.algo, r, weights, shared[key]) for r, key in zip(rewards, instance)]
-        if log_metric is not None:
-            for name, value in summary(rewards, parsed, finished, self.task.objectives, weights).items():
-                log_metric(name, value)
-        return scores
+        if importlib.util.find_spec("vllm") is None:
+            raise UserError("--use-vllm needs vLLM installed: pip install 'vpo-evo[trl,vllm]'")
+        known = vllm_fields()
+        unknown = sorted(set(config.vllm_options) - set(known))
+        if unknown:
+            raise UserError(f"--vllm-option {', '.join(unknown)} is not a TRL vLLM setting (known: {', '.join(known)})")
 
 
-def summary(rewards: np.ndarray, parsed: np.ndarray, finished: np.ndarray, objectives: Sequence[str],
-            weights: np.ndarray) -> dict:
-    """Per-objective means and the deployment scalar of a batch, named as the trainer's metrics."""
-    record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(objectives)}
-    scalars = scalarize(rewards, weights)
-    record.update(scalar=float(scalars.mean()), best_in_set=float(scalars.max(axis=1).mean()),
-                  parse_failed=float(1 - parsed.mean()), truncated=float(1 - finished.mean()))
-    return record
+def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1, save: bool = False):
+    """TRL's GRPOConfig for `config`: one generation of prompts x group rollouts per optimizer step
+    in all (each of `processes` ranks takes 1/processes of it), token losses summed over a
+    constant (loss_type dr_grpo, as the project's trainer), constant lr; with `save`, TRL's
+    resumable checkpoint every `save_every` steps (the last one kept) in out/trl."""
+    from trl import GRPOConfig
+
+    rollouts = config.prompts * config.group
+    chunks = config.micro_batches * processes
+    if rollouts % chunks:
+        raise UserError(f"--engine trl splits prompts x group ({rollouts}) rollouts over --micro-batches x processes "
+                        f"({config.micro_batches} x {processes}); make it divisible (a smaller split would train nothing)")
+    device = models.resolve_device(config.device)
+    vllm = {f"vllm_{key}": value for key, value in config.vllm_options.items()} if use_vllm else {}
+    return GRPOConfig(
+        output_dir=str(Path(config.out) / "trl"), per_device_train_batch_size=rollouts // chunks,
+        gradient_accumulation_steps=config.micro_batches, num_generations=config.group,
+        max_completion_length=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
+        learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
+        lr_scheduler_type="constant", beta=config.kl_coef, epsilon=config.eps_low, epsilon_high=config.eps_high,
+        entropy_coef=config.entropy_coef, num_iterations=config.ppo_epochs, loss_type="dr_grpo",
+        scale_rewards="group", max_steps=config.steps, seed=config.seed, bf16=config.bf16, use_cpu=device == "cpu",
+        use_vllm=use_vllm, **vllm, save_strategy="steps" if save else "no", save_steps=config.save_every,
+        save_total_limit=1, logging_steps=1, report_to="none",
+        disable_tqdm=not progress, shuffle_dataset=False, dataloader_num_workers=0,
+        **({"gradient_checkpointing": True} if config.gradient_checkpointing else {}))
 
 
 def dataset(task: Task, instances: Sequence[Instance], m: int, chat: bool):
@@ -117,87 +115,200 @@ def dataset(task: Task, instances: Sequence[Instance], m: int, chat: bool):
     return Dataset.from_dict({"prompt": prompts, "instance": list(range(len(instances)))})
 
 
-def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool):
-    """TRL's GRPOConfig for `config`: one generation of prompts x group rollouts per optimizer step,
-    token losses summed over a constant (loss_type dr_grpo, as the project's trainer), constant lr."""
-    from trl import GRPOConfig
+def lora_config(config: TrainConfig):
+    from peft import LoraConfig
 
-    rollouts = config.prompts * config.group
-    if rollouts % config.micro_batches:
-        raise UserError(f"--engine trl needs prompts x group ({rollouts}) divisible by --micro-batches ({config.micro_batches})")
-    device = models.resolve_device(config.device)
-    return GRPOConfig(
-        output_dir=str(Path(config.out) / "trl"), per_device_train_batch_size=rollouts // config.micro_batches,
-        gradient_accumulation_steps=config.micro_batches, num_generations=config.group,
-        max_completion_length=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-        learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
-        lr_scheduler_type="constant", beta=config.kl_coef, epsilon=config.eps_low, epsilon_high=config.eps_high,
-        num_iterations=config.ppo_epochs, loss_type="dr_grpo", scale_rewards="group", max_steps=config.steps,
-        seed=config.seed, bf16=config.bf16, use_cpu=device == "cpu",
-        use_vllm=use_vllm, vllm_mode="colocate", save_strategy="no", logging_steps=1, report_to="none",
-        disable_tqdm=not progress, shuffle_dataset=False, dataloader_num_workers=0,
-        **({"gradient_checkpointing": True} if config.gradient_checkpointing else {}))
+    return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear")
 
 
-def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=()):
-    """A GRPOTrainer over the task's m-answer prompts with the set-score reward of `config.algo`."""
+def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=(), save: bool = False):
+    """A GRPOTrainer over the task's m-answer prompts with the set-score reward of `config.algo`:
+    `config.steps` generations of `config.prompts` distinct prompts (the global batch)."""
     from trl import GRPOTrainer
 
-    if config.algo not in ALGOS:
-        raise UserError(f"--engine trl runs {', '.join(ALGOS)} (a group z-score of one score per rollout); got {config.algo}")
+    check(config.algo, config.options)
     m = answers_for(config.algo, config.answers)
     instances = task.instances("train", config.prompts * config.steps, seed=config.seed)
     check_template(task, instances[0], config.algo, m)
-    model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"))
+    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size(), save=save)
+    model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"), dtype=models.weight_dtype(config.device))
     chat = bool(getattr(tokenizer, "chat_template", None)) if config.chat is None else config.chat
     models.prompt_encoder(tokenizer, config.chat)  # a --chat without a template fails here, in one line
     eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
     reward = SetReward(task, instances, config.algo, m, seed=config.seed, options=config.options,
                        eos_ids=eos if isinstance(eos, (list, tuple)) else [eos])
-    peft = None
-    if config.lora_rank:
-        from peft import LoraConfig
-
-        peft = LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear")
-    return GRPOTrainer(model=model, reward_funcs=reward, args=grpo_config(config, use_vllm=use_vllm, progress=progress),
-                       train_dataset=dataset(task, instances, m, chat), processing_class=tokenizer,
-                       callbacks=list(callbacks), peft_config=peft)
+    return GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset(task, instances, m, chat),
+                       processing_class=tokenizer, callbacks=list(callbacks),
+                       peft_config=lora_config(config) if config.lora_rank else None)
 
 
-def metrics_callback(out: Path, records: list[dict], rollouts: int):
-    """A TrainerCallback appending TRL's per-step logs to out/metrics.jsonl (and to `records`),
-    with the step's wall time and completion tokens/s (`rollouts` completions per step)."""
+def export(grpo, config: TrainConfig, directory: Path) -> None:
+    """Write the trained weights (LoRA merged) as a Hugging Face directory. Every rank must call
+    it: the full state dict is gathered from all of them (ZeRO-3 / FSDP shards included, as
+    `Trainer.save_model` does) and loaded into a CPU copy of the init model on the main process."""
+    state = grpo.accelerator.get_state_dict(grpo.model)
+    if grpo.accelerator.is_main_process:
+        model, _ = models.load(config.init, models.ModelOptions(device="cpu"))
+        if config.lora_rank:
+            from peft import get_peft_model
+
+            model = get_peft_model(model, lora_config(config))
+        load_full(model, state)
+        checkpoint.export(models.merged(model), grpo.processing_class, directory, half=False)
+    grpo.accelerator.wait_for_everyone()
+
+
+def load_full(model: torch.nn.Module, state: dict) -> None:
+    """`load_state_dict` that accepts a gathered state dict without tied copies, and nothing less."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    loaded = {model.state_dict()[k].data_ptr() for k in state if k in model.state_dict()}
+    untied = [k for k in missing if model.state_dict()[k].data_ptr() not in loaded]
+    if unexpected or untied:
+        raise RuntimeError(f"gathered state dict does not fit the model: missing {untied[:3]}, unexpected {unexpected[:3]}")
+
+
+class StepClock:
+    """This rank's share of the current optimizer step: seconds in TRL's generation and scoring
+    (less the weight sync), seconds in vLLM's weight sync, rollouts, completion tokens, instances."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.rollout = self.sync = 0.0
+        self.rollouts = self.tokens = 0
+        self.instances: list[int] = []
+
+    def attach(self, grpo) -> None:
+        """Time `grpo`'s generation (TRL's `_generate_and_score_completions`) and vLLM weight sync."""
+        generate = grpo._generate_and_score_completions
+
+        def generate_timed(inputs):
+            start, synced = time.perf_counter(), self.sync
+            out = generate(inputs)
+            self.rollout += time.perf_counter() - start - (self.sync - synced)
+            self.rollouts += int(out["completion_ids"].shape[0])
+            self.tokens += int(out["completion_mask"].sum())
+            self.instances += [int(row["instance"]) for row in inputs]
+            return out
+
+        grpo._generate_and_score_completions = generate_timed
+        if getattr(grpo, "vllm_generation", None) is not None:
+            sync = grpo.vllm_generation.sync_weights
+
+            def sync_timed(*args, **kwargs):
+                start = time.perf_counter()
+                try:
+                    return sync(*args, **kwargs)
+                finally:
+                    self.sync += time.perf_counter() - start
+
+            grpo.vllm_generation.sync_weights = sync_timed
+
+
+def step_callback(grpo_ref: list, config: TrainConfig, records: list[dict]):
+    """A TrainerCallback that times each optimizer step on every rank, gathers the figures over
+    the ranks and appends TRL's log of the step plus them to out/metrics.jsonl (main process):
+    seconds, rollout/sync/update seconds and peak_memory_gib (maxima over ranks), rollouts,
+    prompts and tokens_per_s (totals over ranks); snapshots every --snapshot-every steps."""
+    from accelerate.utils import gather_object
     from transformers import TrainerCallback
 
-    class Metrics(TrainerCallback):
+    out = Path(config.out)
+
+    class StepMetrics(TrainerCallback):
+        def __init__(self) -> None:
+            self.clock, self.figures = StepClock(), {}
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.clock.attach(grpo_ref[0])
+
         def on_step_begin(self, args, state, control, **kwargs):
+            self.clock.reset()
+            self.device = grpo_ref[0].accelerator.device
+            if self.device.type == "cuda":
+                memory.reset_peak(self.device)
             self.started = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            grpo, clock = grpo_ref[0], self.clock
+            seconds = time.perf_counter() - self.started
+            mine = torch.tensor([[seconds, clock.rollout, clock.sync, seconds - clock.rollout - clock.sync,
+                                  memory.peak_gib(self.device), clock.rollouts, clock.tokens]],
+                                dtype=torch.float64, device=self.device)
+            every = grpo.accelerator.gather(mine).cpu()
+            instances = gather_object([clock.instances])
+            peak = every[:, :5].max(dim=0).values.tolist()
+            self.figures = {"seconds": peak[0], "rollout_seconds": peak[1], "sync_seconds": peak[2],
+                            "update_seconds": peak[3], "peak_memory_gib": peak[4], "rollouts": int(every[:, 5].sum()),
+                            "prompts": len({i for rank in instances for i in rank}),
+                            "tokens_per_s": float(every[:, 6].sum()) / peak[0]}
+            if config.snapshot_every and state.global_step % config.snapshot_every == 0:
+                export(grpo, config, out / checkpoint.SNAPSHOTS / f"{state.global_step:06d}")
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs and state.is_world_process_zero:
                 record = {"step": state.global_step, **{k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}}
-                record["seconds"] = time.perf_counter() - self.started
-                record["tokens_per_s"] = record.get("completions/mean_length", 0.0) * rollouts / record["seconds"]
+                record.update(self.figures)
                 records.append(record)
-                with open(out / "metrics.jsonl", "a") as handle:
+                with open(out / checkpoint.METRICS_FILE, "a") as handle:
                     handle.write(json.dumps(record) + "\n")
 
-    return Metrics()
+    return StepMetrics()
 
 
-def run(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None) -> list[dict]:
-    """Train with TRL's GRPOTrainer; writes a Hugging Face directory (merged weights), metrics.jsonl
-    and train_config.json to `config.out`; returns the per-step records."""
-    from training import checkpoint
+def last_checkpoint(out: Path) -> str | None:
+    """The newest TRL checkpoint of the run in `out` (out/trl/checkpoint-N), if any."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(out / "trl")) if (out / "trl").is_dir() else None
+
+
+def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None,
+        given: set[str] | None = None, resume: bool = False):
+    """Train with TRL's GRPOTrainer (from its last checkpoint when `resume`); returns the trainer
+    and the per-step records (main process). Refuses flags it cannot honour, and a run that
+    ends with fewer optimizer steps than asked."""
     from training.trainer import get_task
 
+    use_vllm = use_vllm or config.rollouts == "vllm"
+    given = given_flags(config) if given is None else given
+    refuse_unsupported(config, use_vllm)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    start = last_checkpoint(out) if resume else None
+    if resume and start is None:
+        raise UserError(f"{out} holds no TRL checkpoint to resume (run with --save-every first)")
     task = task if task is not None else get_task(config.task)
+    if not config.max_new_tokens:  # sized from the task's demonstrations, as the project's trainer does
+        from evo.policies.local import load_tokenizer
+        from training.trainer import token_budget
+
+        encode = models.prompt_encoder(load_tokenizer(config.init), config.chat)
+        config = dataclasses.replace(config, max_new_tokens=token_budget(task, encode, answers_for(config.algo, config.answers),
+                                                             seed=config.seed))
     records: list[dict] = []
-    grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, callbacks=[metrics_callback(out, records, config.prompts * config.group)])
-    grpo.train()
-    if grpo.accelerator.is_main_process:  # under accelerate launch, one process writes
+    grpo_ref: list = []
+    grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, save=resume or "save_every" in given,
+                   callbacks=[step_callback(grpo_ref, config, records)])
+    grpo_ref.append(grpo)
+    if grpo.accelerator.is_main_process:
         config.save(out)
-        checkpoint.export(models.merged(grpo.accelerator.unwrap_model(grpo.model)).to("cpu"), grpo.processing_class, out, half=False)
+        if start is not None:  # the metrics of steps after the checkpoint are run again
+            done = int(Path(start).name.split("-")[-1])
+            lines = (out / checkpoint.METRICS_FILE).read_text().splitlines() if (out / checkpoint.METRICS_FILE).exists() else []
+            (out / checkpoint.METRICS_FILE).write_text("".join(x + "\n" for x in lines if json.loads(x)["step"] <= done))
+    grpo.accelerator.wait_for_everyone()
+    grpo.train(resume_from_checkpoint=start)
+    if grpo.state.global_step != config.steps:
+        raise UserError(f"TRL ran {grpo.state.global_step} of {config.steps} optimizer steps; nothing exported")
+    return grpo, records
+
+
+def run(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None,
+        given: set[str] | None = None, resume: bool = False) -> list[dict]:
+    """Train with TRL's GRPOTrainer; writes a Hugging Face directory (merged weights), metrics.jsonl
+    and train_config.json to `config.out`; returns the per-step records (empty on other ranks)."""
+    grpo, records = fit(config, use_vllm=use_vllm, progress=progress, task=task, given=given, resume=resume)
+    export(grpo, config, Path(config.out))
     return records

@@ -1,50 +1,33 @@
-"""VPO in veRL: the set-score reward and the project's group z-score as veRL estimators.
+"""VPO in veRL: the set-score reward as veRL's `compute_score`, with veRL's own `grpo` estimator.
 
-`register()` adds `evo_grpo`, `evo_multi_rlvr`, `evo_random_weight_grpo` and `evo_vpo` to
-veRL's `register_adv_est` registry: one function, the group z-score (population std, zero when
-the std is below 1e-6) of the one score per rollout that `compute_score` returns. Point veRL's
-`custom_reward_function.path` at this file (`name: compute_score`) and set
-`algorithm.adv_estimator=evo_vpo`; `rows()` builds the dataset rows (veRL reads them from parquet).
+veRL's built-in `adv_estimator=grpo` is already the group z-score of one score per rollout
+(grouped by the prompt's uid; (r - mean) / (sample std + 1e-6) with `norm_adv_by_std_in_grpo`),
+so the estimator's advantage only needs the rollout's set score as its reward: vpo R(S), grpo
+the answer's scalar, multi_rlvr the sum of the set's scalars, random_weight_grpo one Dirichlet
+weighting's value (`training.integrations.set_reward`). The recipe:
+
+    python -c "from training.integrations.verl import write; write('maze.parquet', 'maze', 'vpo', count=1024)"
+    python -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_files=maze.parquet \
+        actor_rollout_ref.rollout.n=8 custom_reward_function.path=training/integrations/verl.py \
+        custom_reward_function.name=compute_score ...
 
 veRL's reward call sees neither the step nor the eos token: the weightings come from (seed,
-instance) and a completion is scored as finished (veRL's response length limit still cuts).
+instance), the same at every epoch, and a completion is scored as finished (veRL's response
+length limit still cuts). The rows' `extra_info` is plain-typed (the estimator options travel
+as a JSON string) so parquet writes it with default options.
 """
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
 import tasks
 from tasks.completions import score_completion
-from training.advantages import zscore
-from training.integrations.trl import ALGOS, group_weightings, set_score
-
-
-def group_zscore(token_level_rewards, response_mask, index, epsilon: float = 1e-6, config=None, **_):
-    """veRL estimator signature: (advantages, returns), both (N, T), from outcome rewards grouped by uid."""
-    import torch
-
-    scores = token_level_rewards.sum(-1).double().cpu().numpy()
-    index = np.asarray(index)
-    out = np.zeros_like(scores)
-    for uid in np.unique(index):
-        rows = index == uid
-        out[rows] = zscore(scores[rows], epsilon)
-    advantages = torch.tensor(out, dtype=token_level_rewards.dtype, device=token_level_rewards.device)[:, None] * response_mask
-    return advantages, advantages
-
-
-def register() -> list[str]:
-    """Register the estimators with veRL (idempotent); returns their names."""
-    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
-
-    names = [f"evo_{algo}" for algo in ALGOS]
-    for name in names:
-        if name not in ADV_ESTIMATOR_REGISTRY:
-            register_adv_est(name)(group_zscore)
-    return names
+from training.integrations.set_reward import check, group_weightings, set_score
 
 
 @lru_cache(maxsize=8)
@@ -54,12 +37,23 @@ def _instances(task: str, split: str, count: int, seed: int) -> tuple:
 
 def rows(task_name: str, algo: str, *, count: int, m: int = 3, seed: int = 0, options: dict | None = None) -> list[dict]:
     """Dataset rows in veRL's schema, one per training instance (its m-answer prompt as a user message)."""
+    check(algo, options or {}, who="veRL's compute_score")
     task = tasks.get(task_name)
     m = m if algo in ("vpo", "multi_rlvr") else 1
-    info = {"task": task_name, "count": count, "seed": seed, "algo": algo, "m": m, "options": dict(options or {})}
+    info = {"task": task_name, "count": count, "seed": seed, "algo": algo, "m": m, "options": json.dumps(options or {})}
     return [{"data_source": f"evo/{task_name}", "prompt": [{"role": "user", "content": task.prompt(instance, m)}],
              "reward_model": {"style": "rule", "ground_truth": ""}, "extra_info": {**info, "index": i}}
             for i, instance in enumerate(_instances(task_name, "train", count, seed))]
+
+
+def write(path: str | Path, task_name: str, algo: str, *, count: int, m: int = 3, seed: int = 0,
+          options: dict | None = None) -> Path:
+    """`rows()` as the parquet file veRL's `data.train_files` reads (needs pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows(task_name, algo, count=count, m=m, seed=seed, options=options)), str(path))
+    return Path(path)
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_) -> float:
@@ -68,5 +62,5 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_)
     task = tasks.get(info["task"])
     instance = _instances(info["task"], "train", info["count"], info["seed"])[info["index"]]
     matrix, _ = score_completion(task, instance, solution_str, True, info["m"])
-    w = group_weightings(info["algo"], len(task.objectives), info["seed"], 0, info["index"], info["options"])
+    w = group_weightings(info["algo"], len(task.objectives), info["seed"], 0, info["index"], json.loads(info["options"]))
     return set_score(info["algo"], matrix, np.asarray(task.weights, dtype=np.float64), w)
