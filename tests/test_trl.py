@@ -113,7 +113,7 @@ def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
     from evo.errors import UserError
     from training.integrations.trl import refuse_unsupported
 
-    base = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=2, group=2)
+    base = TrainConfig(task="maze", algo="vpo", init=WARMUP, out=str(tmp_path), prompts=2, group=2, max_new_tokens=64)
     cases = [({"diversity_coef": 0.1}, "--diversity-coef is the project's"),
              ({"sync_every": 2}, "--sync-every is for --engine ours"),
              ({"loss_norm": 7}, "drop --loss-norm"),

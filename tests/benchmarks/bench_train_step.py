@@ -32,9 +32,11 @@ from tests.toytask import CharMix  # noqa: E402
 PROMPTS, GROUP, TOKENS = 16, 8, 48
 
 
-def make_init(directory: Path) -> Path:
+def make_init(directory: Path, vocab: int | None = None) -> Path:
+    """The nano Llama with the char tokenizer; `vocab` pads the embedding to a real model's
+    vocabulary (the tokenizer's ids are its first rows), so the head's share is a real one."""
     tok = tiny.char_tokenizer()
-    tiny.save(tiny.new_model("nano", "llama", tok, context=512, seed=0), tok, directory)
+    tiny.save(tiny.new_model("nano", "llama", vocab or tok, context=512, seed=0), tok, directory)
     return directory
 
 
@@ -115,12 +117,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 timed steps per side instead of 4")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bf16", action="store_true", help="both sides under bfloat16 autocast")
+    parser.add_argument("--vocab", type=int, help="the model's vocabulary (e.g. 151936, Qwen2.5's); default: the tokenizer's")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     steps = 3 if args.quick else 5
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        init = make_init(root / "init")
+        init = make_init(root / "init", args.vocab)
         ours_times, ours_len = ours(init, root / "ours", steps, args.bf16)
         trl_times, trl_len = trl(init, root / "trl", steps, args.bf16)
         engine_times = trl_engine(init, root / "engine", steps, args.bf16)
@@ -128,7 +131,7 @@ def main() -> None:
     print(f"ours: median {a['median']:.2f}s per step (range {a['min']:.2f}-{a['max']:.2f}, {a['steps']} steps), mean completion {ours_len:.1f} tokens")
     print(f"--engine trl: median {e['median']:.2f}s per step (range {e['min']:.2f}-{e['max']:.2f}, {e['steps']} steps)")
     print(f"TRL : median {b['median']:.2f}s per step (range {b['min']:.2f}-{b['max']:.2f}, {b['steps']} steps), mean completion {trl_len:.1f} chars")
-    print(json.dumps({"name": "train_step", "threads": args.threads, "bf16": args.bf16, "prompts": PROMPTS, "group": GROUP, "max_new_tokens": TOKENS,
+    print(json.dumps({"name": "train_step", "threads": args.threads, "vocab": args.vocab, "bf16": args.bf16, "prompts": PROMPTS, "group": GROUP, "max_new_tokens": TOKENS,
                       "ours_s_per_step": round(a["median"], 3), "trl_s_per_step": round(b["median"], 3),
                       "ours_range": [round(a["min"], 3), round(a["max"], 3)], "trl_range": [round(b["min"], 3), round(b["max"], 3)],
                       "trl_engine_s_per_step": round(e["median"], 3), "trl_engine_range": [round(e["min"], 3), round(e["max"], 3)],
