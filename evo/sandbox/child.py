@@ -35,12 +35,12 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
         _confine(config)
         candidate.CHANNEL = (TO_CANDIDATE, FROM_CANDIDATE) if channel else None
         _warm_up(config["objectives"])
-        workdir = _read_all(GO_FD).decode()
-        if not workdir:
+        go = _read_all(GO_FD).decode()
+        if not go:
             return  # the zygote is shutting down
-        os.chdir(workdir)
-        os.environ.update(HOME=workdir, TMPDIR=workdir, USER="evo-sandbox", LOGNAME="evo-sandbox")
-        path = os.path.join(workdir, config["filename"])
+        program_dir, own_dir = go.split("\0")
+        enter_workdir(own_dir)
+        path = os.path.join(program_dir, config["filename"])
         sys.argv = [path]
         reply = evaluate(scorer, path, config["objectives"], config["required_extras"])
         for stream in (sys.stdout, sys.stderr):
@@ -53,6 +53,15 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
             data = data[_write(RESULT_FD, data):]
     finally:
         _exit(0)
+
+
+def enter_workdir(directory: str) -> None:
+    """Make `directory` this process's working directory, HOME and TMPDIR (also for a
+    `tempfile` that cached another directory before the fork)."""
+    os.chdir(directory)
+    os.environ.update(HOME=directory, TMPDIR=directory, USER="evo-sandbox", LOGNAME="evo-sandbox")
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None
 
 
 def own_fds(targets: dict[int, int]) -> None:
