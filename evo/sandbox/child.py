@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo.sandbox import candidate, isolation, lockdown, protocol
-from evo.scores import BadOutput, scalarize, split_feedback, to_vector
+from evo.scores import MAX_FEEDBACK_CHARS, BadOutput, ScorerFailed, oriented, scalarize, split_feedback, to_vector, unwrap
 
 _exit = os._exit  # bound now: a candidate may monkeypatch the os module
 _encode = protocol.encode
@@ -42,7 +42,7 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
         enter_workdir(own_dir)
         path = os.path.join(program_dir, config["filename"])
         sys.argv = [path]
-        reply = evaluate(scorer, path, config["objectives"], config["required_extras"])
+        reply = evaluate(scorer, path, config["objectives"], config["required_extras"], config["minimize"])
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -110,30 +110,37 @@ class Stages:
     weights: tuple[float, ...] = ()
 
 
-def evaluate(scorer: Callable[[str], Any] | Stages, path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
+def evaluate(scorer: Callable[[str], Any] | Stages, path: str, objectives: Sequence[str], required: Sequence[str],
+             minimize: Sequence[str] = ()) -> dict:
     """Call the scorer (every stage of a cascade the candidate clears) and validate each
-    answer; returns a reply dict (scores or failure) with the stage reached."""
+    answer; returns a reply dict (scores or failure) with the stage reached. The objectives
+    in `minimize` are negated (the vector is higher-is-better, thresholds compare that)."""
     stages = scorer if isinstance(scorer, Stages) else Stages((scorer,))
     reply: dict = {}
     for stage, function in enumerate(stages.functions, 1):
         if stage > 1 and float(scalarize(reply["scores"], stages.weights)) < stages.thresholds[stage - 2]:
             break
-        reply = {**_stage(function, path, objectives, required), "stage": stage}
+        reply = {**_stage(function, path, objectives, required, minimize), "stage": stage}
         if "failure" in reply:
             break
     return reply
 
 
-def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
+def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str],
+           minimize: Sequence[str]) -> dict:
     try:
-        raw, feedback = split_feedback(scorer(path), objectives)
+        raw, artifacts = unwrap(scorer(path), objectives)
+        raw, feedback = split_feedback(raw, objectives)
         vector, extras = to_vector(raw, objectives)
         missing = [key for key in required if key not in extras]
         if missing:
             raise BadOutput(f"scorer result misses feature key(s) {missing}")
-        return {"scores": vector.tolist(), "extras": extras, "feedback": feedback}
+        feedback = "\n".join(filter(None, [feedback, artifacts]))[:MAX_FEEDBACK_CHARS]
+        return {"scores": oriented(vector, objectives, minimize).tolist(), "extras": extras, "feedback": feedback}
     except BadOutput as error:
         return {"failure": ["bad_output", str(error)]}
+    except ScorerFailed as error:
+        return {"failure": ["exception", f"the scorer reported: {error}"]}
     except candidate.CandidateError as error:  # not caught by the scorer: the candidate's failure is the evaluation's
         return {"failure": [error.kind, str(error)]}
     except MemoryError as error:

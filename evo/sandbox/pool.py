@@ -49,10 +49,12 @@ class Sandbox:
         memory_cgroup: bool = True,
         cascade: Sequence[tuple[str, float]] = (),
         weights: Sequence[float] | None = None,
+        minimize: Sequence[str] = (),
     ):
         if namespaces not in ("auto", "on", "off"):
             raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
         self.objectives, self.limits, self.required = tuple(objectives), limits, tuple(required)
+        self.minimize = tuple(minimize)  # objectives the scorer reports lower-is-better (negated in the vector)
         self.cascade = [[ref, float(threshold)] for ref, threshold in cascade]
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.objectives)
         self.filename = f"candidate{suffix}"  # a program that is not Python is not compiled first
@@ -80,12 +82,14 @@ class Sandbox:
             spec.problem.scorer, spec.problem.objectives, spec.sandbox,
             required=required_extras(spec.features), search_path=str(spec.path.parent),
             suffix=spec.problem.program.suffix, cascade=spec.problem.cascade, weights=spec.problem.weights,
+            minimize=spec.problem.minimize,
             **options,
         )
 
     def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool, use_cgroup: bool) -> None:
         config = {
             "scorer": scorer, "cascade": self.cascade, "weights": self.weights, "search_path": search_path, "objectives": list(self.objectives),
+            "minimize": list(self.minimize),
             "required_extras": list(self.required), "timeout": self.limits.timeout,
             "cpu_limit": self.limits.cpu_limit, "memory_mb": self.limits.memory_mb,
             "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
@@ -133,7 +137,7 @@ class Sandbox:
         with self._lock, tempfile.TemporaryDirectory(prefix="eval-", dir=self._scratch) as workdir:
             path = Path(workdir) / self.filename
             path.write_text(code, encoding="utf-8")
-            reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required)
+            reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required, self.minimize)
         reply["seconds"] = time.monotonic() - start
         return self._to_evaluation(reply)
 

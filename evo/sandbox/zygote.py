@@ -199,6 +199,7 @@ class Server:
         return {
             "objectives": c["objectives"],
             "required_extras": c["required_extras"],
+            "minimize": c["minimize"],
             "filename": c["filename"],
             "split": self.split,
             "address_space": address_space + (c["memory_mb"] << 20),
