@@ -268,3 +268,14 @@ def test_circle_packing_runs_its_temp_script_under_the_default_sandbox(tmp_path)
     expected = direct(tmp_path)
     assert expected["validity"] == 1.0 and expected["combined_score"] > 0.2
     assert report["scores"] == pytest.approx({k: expected[k] for k in report["scores"]}, rel=1e-12)
+
+
+def test_minimize_names_objectives(tmp_path):
+    from evo import spec as spec_module
+
+    path = write(tmp_path, SIGNAL_PROCESSING)
+    assert spec_module.load(path).problem.minimize == ("lag_error", "slope_changes")
+    assert spec_module.load(path).database_config().minimize == ("lag_error", "slope_changes")
+    path.write_text(path.read_text().replace('minimize = ["lag_error", "slope_changes"]', 'minimize = ["lag"]'))
+    with pytest.raises(spec_module.SpecError, match="minimize"):
+        spec_module.load(path)
