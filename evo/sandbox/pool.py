@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ class Sandbox:
 
     def __init__(
         self,
-        scorer: str,
+        scorer: str | Callable[[str], Any],
         objectives: Sequence[str],
         limits: spec_module.SandboxLimits = spec_module.SandboxLimits(),
         *,
@@ -66,8 +66,11 @@ class Sandbox:
         self._closed = False
         self._lock = threading.Lock()  # a trusted in-process scorer runs one call at a time
         try:
+            if callable(scorer) and limits.isolation != "none":
+                raise ScorerError("a Python function as the scorer runs in this process (isolation 'none'); "
+                                  "for a sandbox, name it as 'file.py:function'")
             if limits.isolation == "none":
-                self._scorer = load_stages(scorer, self.cascade, self.weights, search_path)
+                self._scorer = scorer if callable(scorer) else load_stages(scorer, self.cascade, self.weights, search_path)
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="evo-eval")
             else:
                 self._start_workers(scorer, search_path, namespaces, drop_privileges, memory_cgroup)
