@@ -79,16 +79,19 @@ def unwrap(raw: object, objectives: Sequence[str]) -> tuple[object, str]:
     feedback ('' when none). Accepts, without importing OpenEvolve, an object with a
     `metrics` mapping and an optional `artifacts` mapping (its `EvaluationResult`): the
     metrics are the result, the artifacts become feedback lines `name: value`. A non-empty
-    string under ERROR_KEY (not an objective) raises ScorerFailed with it."""
+    string under ERROR_KEY (not an objective) raises ScorerFailed with it; an empty one or
+    None is dropped."""
     artifacts = ""
     if not isinstance(raw, (Mapping, Sequence, np.ndarray)) and isinstance(getattr(raw, "metrics", None), Mapping):
         found = getattr(raw, "artifacts", None)
         artifacts = _artifact_text(found) if isinstance(found, Mapping) else ""
         raw = dict(raw.metrics)  # type: ignore[attr-defined]
-    if isinstance(raw, Mapping) and ERROR_KEY in raw and ERROR_KEY not in objectives and isinstance(raw[ERROR_KEY], str):
-        if raw[ERROR_KEY].strip():
-            raise ScorerFailed(storable(" ".join(raw[ERROR_KEY].split())[:2000]))
-        raw = {key: value for key, value in raw.items() if key != ERROR_KEY}
+    if isinstance(raw, Mapping) and ERROR_KEY in raw and ERROR_KEY not in objectives:
+        error = raw[ERROR_KEY]
+        if isinstance(error, str) and error.strip():
+            raise ScorerFailed(storable(" ".join(error.split())[:2000]))
+        if error is None or isinstance(error, str):  # no error: not an extra either
+            raw = {key: value for key, value in raw.items() if key != ERROR_KEY}
     return raw, artifacts
 
 

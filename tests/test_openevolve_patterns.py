@@ -279,3 +279,14 @@ def test_minimize_names_objectives(tmp_path):
     path.write_text(path.read_text().replace('minimize = ["lag_error", "slope_changes"]', 'minimize = ["lag"]'))
     with pytest.raises(spec_module.SpecError, match="minimize"):
         spec_module.load(path)
+
+
+def test_unwrap_error_values():
+    from evo.scores import ScorerFailed, unwrap
+
+    assert unwrap({"a": 1.0, "error": None}, ("a",)) == ({"a": 1.0}, "")
+    assert unwrap({"a": 1.0, "error": ""}, ("a",)) == ({"a": 1.0}, "")
+    assert unwrap({"a": 1.0, "error": 2.0}, ("a",)) == ({"a": 1.0, "error": 2.0}, "")  # a number: an extra
+    assert unwrap({"error": "x"}, ("error",)) == ({"error": "x"}, "")  # an objective named error stays one
+    with pytest.raises(ScorerFailed, match="^boom here$"):
+        unwrap({"a": 0.0, "error": "boom\n  here"}, ("a",))
