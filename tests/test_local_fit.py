@@ -29,6 +29,7 @@ def test_the_maze_example_fits_its_checkpoint():
     assert 0 < len(fit.smallest_prompt(spec)) < 512
 
 
+@pytest.mark.slow
 def test_evo_run_refuses_before_loading_and_keeps_no_directory(tmp_path):
     evo = shutil.which("evo") or pytest.skip("the evo console script is not installed")
     out = tmp_path / "run"
