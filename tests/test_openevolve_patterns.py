@@ -260,6 +260,8 @@ def test_lower_is_better_metrics_keep_their_real_values(tmp_path):
     m = expected.metrics
     assert report["scalar"] == pytest.approx((m["overall_score"] - m["lag_error"] - m["slope_changes"]) / 3)
     assert report["feedback"] == f"summary: {expected.artifacts['summary']}"
+    text = subprocess.run([EVO, "check", str(tmp_path / "problem.toml")], capture_output=True, text=True, timeout=120)
+    assert "minimize  lag_error, slope_changes" in text.stdout and f"lag_error={m['lag_error']:.6g}" in text.stdout
 
 
 def test_circle_packing_runs_its_temp_script_under_the_default_sandbox(tmp_path):

@@ -88,6 +88,8 @@ def command(spec_path: Path, as_json: bool) -> int:
             s = spec.sandbox
             click.echo(f"problem   {spec.problem.name} ({spec_path})")
             click.echo(f"sandbox   {sandbox.mode}, {s.workers} worker(s), {s.timeout:g} s, {s.memory_mb} MB")
+            if spec.problem.minimize:
+                click.echo(f"minimize  {', '.join(spec.problem.minimize)} (shown as reported; the scalar and selection use -value)")
         evaluations = [future.result() for future in [sandbox.submit(code) for code in codes]]
     reports = [_report(spec, code, evaluation) for code, evaluation in zip(codes, evaluations)]
     if as_json:
