@@ -242,6 +242,10 @@ def _execute(config: RunConfig, policy, progress: bool) -> str:
         try:
             evolution = Evolution(loop_config(spec, config), db, config.mix(spec))
             result = run(evolution, policy, evaluator, bar.update)
+        except UserError as error:
+            if db.iteration > 0:
+                raise
+            raise type(error)(f"{error}{first_call_hint(config)}") from None
         finally:
             bar.close()
         write_best(spec, db, config.directory)
@@ -250,6 +254,14 @@ def _execute(config: RunConfig, policy, progress: bool) -> str:
         if evaluator is not None:
             evaluator.close()
         db.close()
+
+
+def first_call_hint(config: RunConfig) -> str:
+    """How to go on when the run failed before its first iteration (a wrong URI, a dead server)."""
+    name = next(iter(config.policies), None)
+    uri = f"{name}=URI" if name else "URI"
+    return (f"; the run in {config.directory} has no iteration yet: fix the policy and continue it with "
+            f"evo run --resume {config.directory} --policy {uri}, or delete it and start again")
 
 
 def _summary(result: Progress, directory: Path) -> str:

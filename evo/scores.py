@@ -76,6 +76,57 @@ class BadOutput(ValueError):
     """A scorer's return value is not a valid score vector."""
 
 
+class ScorerFailed(Exception):
+    """The scorer reported a failure itself: a string under ERROR_KEY in its result."""
+
+
+ERROR_KEY = "error"  # a scorer's own failure message (OpenEvolve evaluators return it beside zeros)
+MAX_ARTIFACTS = 64
+
+
+def unwrap(raw: object, objectives: Sequence[str]) -> tuple[object, str]:
+    """A scorer's result as a mapping or sequence, and the text its artifacts add to the
+    feedback ('' when none). Accepts, without importing OpenEvolve, an object with a
+    `metrics` mapping and an optional `artifacts` mapping (its `EvaluationResult`): the
+    metrics are the result, the artifacts become feedback lines `name: value`. A non-empty
+    string under ERROR_KEY (not an objective) raises ScorerFailed with it; an empty one or
+    None is dropped."""
+    artifacts = ""
+    if not isinstance(raw, (Mapping, Sequence, np.ndarray)) and isinstance(getattr(raw, "metrics", None), Mapping):
+        found = getattr(raw, "artifacts", None)
+        artifacts = _artifact_text(found) if isinstance(found, Mapping) else ""
+        raw = dict(raw.metrics)  # type: ignore[attr-defined]
+    if isinstance(raw, Mapping) and ERROR_KEY in raw and ERROR_KEY not in objectives:
+        error = raw[ERROR_KEY]
+        if isinstance(error, str) and error.strip():
+            raise ScorerFailed(storable(" ".join(error.split())[:2000]))
+        if error is None or isinstance(error, str):  # no error: not an extra either
+            raw = {key: value for key, value in raw.items() if key != ERROR_KEY}
+    return raw, artifacts
+
+
+def _artifact_text(artifacts: Mapping) -> str:
+    lines = []
+    for name, value in list(artifacts.items())[:MAX_ARTIFACTS]:
+        shown = f"({len(value)} bytes)" if isinstance(value, (bytes, bytearray)) else str(value)
+        lines.append(f"{str(name)[:MAX_KEY_CHARS]}: {shown[:MAX_FEEDBACK_CHARS]}")
+    return "\n".join(lines)
+
+
+def oriented(scores: np.ndarray, objectives: Sequence[str], minimize: Sequence[str]) -> np.ndarray:
+    """`scores` with the objectives in `minimize` negated: a scorer's real values become the
+    higher-is-better vector the search uses, and back (the same map both ways)."""
+    if not minimize:
+        return np.asarray(scores, dtype=np.float64)
+    signs = np.array([-1.0 if name in minimize else 1.0 for name in objectives])
+    return np.asarray(scores, dtype=np.float64) * signs
+
+
+def real_values(scores: np.ndarray, objectives: Sequence[str], minimize: Sequence[str]) -> dict[str, float]:
+    """The objectives by name as the scorer reported them (minimized ones un-negated)."""
+    return dict(zip(objectives, map(float, oriented(scores, objectives, minimize))))
+
+
 def split_feedback(raw: object, objectives: Sequence[str]) -> tuple[object, str]:
     """A scorer's result without its FEEDBACK_KEY text, and that text ('' when absent), cut
     to MAX_FEEDBACK_CHARS and made storable (lone surrogates replaced). A non-string

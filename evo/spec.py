@@ -25,7 +25,7 @@ from evo.scores import weights_problem
 from evo.selection import NAMES as SELECTIONS, options_of
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 ISOLATIONS = ("process", "shared", "none")
-PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights", "cascade")
+PROBLEM_KEYS = ("name", "program", "scorer", "objectives", "weights", "cascade", "minimize")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -42,6 +42,7 @@ class ProblemSettings:
     objectives: tuple[str, ...]
     weights: tuple[float, ...]
     cascade: tuple[tuple[str, float], ...] = ()  # later scorer stages: (scorer, threshold to enter it)
+    minimize: tuple[str, ...] = ()  # objectives whose lower values are better (negated in the score vector)
 
     @property
     def program(self) -> Path:
@@ -85,7 +86,8 @@ class Spec:
         """The program database's configuration for a run of this spec with `seed`."""
         problem = self.problem
         dedupe = "python" if problem.program.suffix == ".py" else "text"
-        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed, dedupe)
+        return DatabaseConfig(problem.objectives, problem.weights, self.features, self.search, seed, dedupe,
+                              problem.minimize)
 
     def override(self, values: Mapping[str, Any]) -> "Spec":
         """A new spec with dotted keys replaced ("search.iterations", "features.len.bins"),
@@ -231,6 +233,10 @@ def _problem(t: _Table, path: Path) -> ProblemSettings:
         "weights", [1.0] * len(objectives), f"a list of {weights_problem((), len(objectives))}",
         lambda v: isinstance(v, list) and not weights_problem(v, len(objectives)),
     )
+    minimize = t.get(
+        "minimize", [], f"a list of objective names (of {objectives})",
+        lambda v: isinstance(v, list) and all(isinstance(o, str) and o in objectives for o in v) and len(set(v)) == len(v),
+    )
     scorers = _scorers(t, path)
     return ProblemSettings(
         name=t.string("name", path.parent.name or path.stem),
@@ -239,6 +245,7 @@ def _problem(t: _Table, path: Path) -> ProblemSettings:
         objectives=tuple(objectives),
         weights=tuple(float(w) for w in weights),
         cascade=tuple(zip(scorers[1:], _thresholds(t, len(scorers)))),
+        minimize=tuple(o for o in objectives if o in minimize),
     )
 
 

@@ -54,7 +54,8 @@ def test_a_failing_initial_program_exits_1(copy):
     (copy / "initial.py").write_text("def minimize(f, dim, bounds, budget, rng):\n    raise RuntimeError('broken on purpose')\n")
     result = evo("check", "--json", str(copy / "problem.toml"))
     assert result.returncode == 1
-    assert json.loads(result.stdout) == {"error": {"kind": "exception", "message": json.loads(result.stdout)["error"]["message"]}}
+    assert json.loads(result.stdout) == {"error": {"kind": "exception", "message": json.loads(result.stdout)["error"]["message"]},
+                                         "output": ""}
     assert "RuntimeError: broken on purpose" in result.stdout
     text = evo("check", str(copy / "problem.toml"))
     assert text.returncode == 1 and "failed    exception: RuntimeError: broken on purpose" in text.stdout

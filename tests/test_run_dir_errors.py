@@ -107,7 +107,7 @@ def test_a_broken_run_file(problem, tmp_path, text):
 def test_a_refused_resume_changes_no_file(problem, tmp_path):
     out = finished_run(problem, tmp_path / "run")
     before = files(out)
-    one_line(evo("run", "--resume", str(out), "--islands", "8"), 2, "other objectives, islands or features")
+    one_line(evo("run", "--resume", str(out), "--islands", "8"), 2, "other objectives, islands, features or minimize")
     assert files(out) == before
     again = evo("run", "--resume", str(out), "--iterations", "5", "--quiet")  # not refused forever
     assert again.returncode == 0 and "5 iterations" in again.stdout, again.stderr

@@ -12,37 +12,46 @@ import click
 import numpy as np
 
 
+OUTPUT_LINES, OUTPUT_CHARS = 20, 3000  # of the evaluation's captured output shown
+
+
+def _output(evaluation: Any) -> str:
+    """The tail of what the scorer and the candidate printed, bounded and escaped."""
+    from evo.feedback import clean, tail
+
+    return clean(tail(evaluation.output, OUTPUT_CHARS, OUTPUT_LINES)) if evaluation.output.strip() else ""
+
+
 def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
     from evo.features import as_dict, feature_values
-    from evo.scores import BadOutput, scalarize
+    from evo.scores import BadOutput, real_values, scalarize
 
     if not evaluation.ok:
-        return {"error": {"kind": evaluation.failure.kind, "message": evaluation.failure.message}}
+        return {"error": {"kind": evaluation.failure.kind, "message": evaluation.failure.message}, "output": _output(evaluation)}
     problem = spec.problem
     try:
         features = feature_values(spec.features, code, evaluation.scores, evaluation.extras, problem.objectives)
     except BadOutput as error:
-        return {"error": {"kind": "bad_output", "message": str(error)}}
+        return {"error": {"kind": "bad_output", "message": str(error)}, "output": _output(evaluation)}
     return {
-        "scores": {name: float(v) for name, v in zip(problem.objectives, evaluation.scores)},
+        "scores": real_values(evaluation.scores, problem.objectives, problem.minimize),
         "scalar": float(scalarize(evaluation.scores, np.array(problem.weights))),
         "features": as_dict(spec.features, features),
         "extras": dict(evaluation.extras),
         "seconds": round(evaluation.seconds, 4),
         "feedback": evaluation.feedback,
         "stage": evaluation.stage,
+        "output": _output(evaluation),
     }
 
 
-def _show(program: Path, report: dict[str, Any], output: str) -> None:
+def _show(program: Path, report: dict[str, Any]) -> None:
     from evo.feedback import clean, printable
 
     click.echo(f"program   {program}")
     if "error" in report:
         click.echo(f"failed    {report['error']['kind']}: {printable(report['error']['message'])}")
-        tail = output.strip().splitlines()[-10:]
-        for line in tail:
-            click.echo(f"  | {printable(line)}")
+        _show_output(report["output"])
         return
     fmt = lambda d: "  ".join(f"{k}={v:.6g}" for k, v in d.items())  # noqa: E731
     click.echo(f"scores    {fmt(report['scores'])}")
@@ -53,6 +62,14 @@ def _show(program: Path, report: dict[str, Any], output: str) -> None:
     click.echo(f"seconds   {report['seconds']:.3f}" + (f" (cascade stage {report['stage']})" if report["stage"] > 1 else ""))
     for line in clean(report["feedback"].strip()).splitlines()[:10]:
         click.echo(f"feedback  {line[:200]}")
+    _show_output(report["output"])
+
+
+def _show_output(output: str) -> None:
+    if output:
+        click.echo("output    (what the scorer and the candidate printed; the end of it)")
+        for line in output.splitlines():
+            click.echo(f"  | {line[:300]}")
 
 
 @click.command(name="check")
@@ -71,12 +88,14 @@ def command(spec_path: Path, as_json: bool) -> int:
             s = spec.sandbox
             click.echo(f"problem   {spec.problem.name} ({spec_path})")
             click.echo(f"sandbox   {sandbox.mode}, {s.workers} worker(s), {s.timeout:g} s, {s.memory_mb} MB")
+            if spec.problem.minimize:
+                click.echo(f"minimize  {', '.join(spec.problem.minimize)} (shown as reported; the scalar and selection use -value)")
         evaluations = [future.result() for future in [sandbox.submit(code) for code in codes]]
     reports = [_report(spec, code, evaluation) for code, evaluation in zip(codes, evaluations)]
     if as_json:
         payload = reports[0] if len(reports) == 1 else {"programs": reports}
         click.echo(json.dumps(payload))
     else:
-        for program, report, evaluation in zip(programs, reports, evaluations):
-            _show(program, report, evaluation.output)
+        for program, report in zip(programs, reports):
+            _show(program, report)
     return 1 if any("error" in report for report in reports) else 0

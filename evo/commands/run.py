@@ -119,6 +119,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
             temperature, top_p, sets, threads, quiet, **options) -> None:
     """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
     from evo import policies, run_dir
+    from evo.policies import fit
 
     loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
                     "temperature": temperature, "top_p": top_p}  # run_dir.RUN_OPTIONS
@@ -137,6 +138,8 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
         named = params.policy_uris(policy_uris)
         spec = run_dir.check_spec(spec_path, overrides)
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)
+        for uri in named.values():
+            fit.check(spec, uri)  # a local: model too small for these prompts: before its weights load
     _set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:

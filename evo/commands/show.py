@@ -15,6 +15,8 @@ from evo.errors import UserError
 
 def summary(directory: Path) -> dict:
     """The DESIGN.md shape: programs, failures, iterations, best, pareto, coverage (+ counts)."""
+    from evo import failures
+    from evo.scores import real_values
     from evo.database import Database, database_file
     from evo.database.journal import outcome_counts, policy_counts
     from evo.policy_mix import policy_table
@@ -26,11 +28,13 @@ def summary(directory: Path) -> dict:
         stats = db.stats()
         objectives = db.config.objectives
         best = db.best()
-        pareto = [{"id": p.id, "scalar": p.scalar, "scores": dict(zip(objectives, map(float, p.scores)))}
-                  for p in db.pareto()]
+        minimize = db.config.minimize
+        pareto = failures.distinct_front(db.pareto(), objectives, minimize)
+        has_features = bool(db.config.features)
         counts = db.journal.counts()
         proposed = db.journal.policy_counts()
         programs = dict(db.programs)
+        messages = failures.common(programs.values())
     legacy = directory / LEGACY_JOURNAL_FILE
     if legacy.is_file():  # a run of the two-file layout, not resumed since: its journal, read-only
         try:
@@ -44,9 +48,10 @@ def summary(directory: Path) -> dict:
         "iterations": stats["iterations"],
         "best": None if best is None else {
             "id": best.id, "scalar": best.scalar,
-            "scores": dict(zip(objectives, map(float, best.scores))), "code": best.code},
+            "scores": real_values(best.scores, objectives, minimize), "code": best.code},
         "pareto": pareto,
-        "coverage": stats["coverage"],
+        "coverage": stats["coverage"] if has_features else None,
+        "failure_messages": messages,
         "unparseable": counts["parse"],
         "duplicates": counts["duplicate"],
         "policies": policy_table(proposed, programs, policy_names(directory)),
@@ -145,7 +150,8 @@ def _echo_policies(policies: dict[str, dict[str, int]]) -> None:
 @click.option("--plots", is_flag=True, help="write DIR/archive.png and DIR/best_so_far.png (needs matplotlib)")
 @click.option("--lineage", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="export the genealogy to FILE (.graphml or .json)")
-def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None) -> None:
+@click.option("--failures", is_flag=True, help="list the ten most common failure messages, each with an example's output")
+def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None, failures: bool) -> None:
     """What the run in DIRECTORY found: best program, Pareto front, coverage."""
     data = summary(directory)
     notes = _plots(directory) if plots else []
@@ -165,16 +171,37 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None) -
     from evo.feedback import printable
 
     best = data["best"]
+    coverage = "" if data["coverage"] is None else f", coverage {data['coverage']:.0%}"
     click.echo(f"{printable(str(directory))}: {data['iterations']} iterations, {data['programs']} programs "
-               f"({data['failures']} failed), coverage {data['coverage']:.0%}, "
+               f"({data['failures']} failed){coverage}, "
                f"{data['unparseable']} unparseable, {data['duplicates']} duplicates")
     if best is not None:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
         click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{printable(best['code'].rstrip())}")
     _echo_policies(data["policies"])
-    click.echo(f"pareto front: {len(data['pareto'])} programs")
-    for entry in data["pareto"][:20]:
+    front = data["pareto"]
+    click.echo(f"pareto front: {len(front)} distinct score vectors ({sum(e['count'] for e in front)} programs)")
+    for entry in front[:20]:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in entry["scores"].items())
-        click.echo(f"  #{entry['id']}: {entry['scalar']:.4g} ({scores})")
+        same = f" and {entry['count'] - 1} more with the same scores" if entry["count"] > 1 else ""
+        click.echo(f"  #{entry['id']}{same}: {entry['scalar']:.4g} ({scores})")
+    _echo_failures(data["failure_messages"], data["failures"], directory, full=failures)
     for note in notes:
         click.echo(note)
+
+
+def _echo_failures(messages: list[dict], failed: int, directory: Path, full: bool) -> None:
+    """The most common failure messages (all ten and each example's output with `full`,
+    else the first three and a pointer to --failures)."""
+    from evo.feedback import printable
+
+    if not messages:
+        return
+    click.echo(f"why children fail ({failed} failed evaluations, most common messages):")
+    for entry in messages if full else messages[:3]:
+        click.echo(f"  {entry['count']:>5} x {entry['kind']}: {printable(entry['message'])} (e.g. #{entry['example']})")
+        if full:
+            for line in entry["output"].splitlines():
+                click.echo(f"          | {printable(line)}")
+    if not full:
+        click.echo(f"  (all of them, with each example's output: evo show {directory} --failures)")

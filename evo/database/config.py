@@ -105,12 +105,14 @@ class DatabaseConfig:
     search: SearchSettings = SearchSettings()
     seed: int = 0  # random-regular topology and island resets
     dedupe: str = "python"  # the duplicate key (evo.database.hashing.DEDUPE): "python" | "text" | "whitespace"
+    minimize: tuple[str, ...] = ()  # objectives stored negated (lower is better): shown with their real values
 
     def __post_init__(self) -> None:
         if self.dedupe not in DEDUPE:
             raise UserError(f"dedupe must be one of {', '.join(DEDUPE)}, got {self.dedupe!r}")
         object.__setattr__(self, "objectives", tuple(self.objectives))
         object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "minimize", tuple(self.minimize))
         if not self.objectives or len(set(self.objectives)) != len(self.objectives):
             raise UserError(f"objectives must be distinct names, got {list(self.objectives)}")
         if self.weights is not None:

@@ -104,8 +104,10 @@ class Database:
             return DatabaseConfig.from_json(stored)
         if stored is not None:
             old = DatabaseConfig.from_json(stored)
-            if (old.objectives, old.search.islands, old.features) != (config.objectives, config.search.islands, config.features):
-                raise UserError(f"{path}: this run was started with other objectives, islands or features; resume it with its own spec")
+            if (old.objectives, old.search.islands, old.features, old.minimize) != (
+                    config.objectives, config.search.islands, config.features, config.minimize):
+                raise UserError(f"{path}: this run was started with other objectives, islands, features or minimize; "
+                                "resume it with its own spec")
             config = dataclasses.replace(config, dedupe=old.dedupe)  # the stored hashes are of its key
         return config
 

@@ -174,4 +174,16 @@ def _http_error(exc: urllib.error.HTTPError) -> Exception:
         except ValueError:
             seconds = None
         return RetryableError(reason, seconds if seconds is not None and 0 <= seconds < math.inf else None)
-    return UserError(f"openai: {exc.url} refused the request: {reason}")
+    return UserError(f"openai: {exc.url} refused the request: {reason}{endpoint_hint(exc.url, exc.code, detail)}")
+
+
+def endpoint_hint(url: str, code: int, detail: str) -> str:
+    """What to change when a 404 (or a 400 about chat) means the wrong endpoint: chat
+    models and most hosted APIs serve only /chat/completions (the URI's `;chat`)."""
+    chat = url.rstrip("/").endswith("/chat/completions")
+    if not url.rstrip("/").endswith("/completions") or not (code == 404 or (code == 400 and "chat" in detail.lower())):
+        return ""
+    if chat:
+        return " (this server may not serve /chat/completions: try the URI without ;chat, or check the URL's /v1)"
+    return (" (chat models and most hosted APIs serve only /chat/completions: add ;chat to the URI, "
+            "openai:URL#MODEL;chat; also check the model name and the URL's /v1)")

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from evo import failures as failure_messages
 from evo.database.archive import Grid
 from evo.database.config import FeatureConfig
 from evo.metrics import pareto_mask
 from evo.database.records import Program, original
 from evo.errors import UserError
 from evo.policy_mix import policy_table
+from evo.scores import oriented, real_values
 
 DIFF_LINES = 400  # the most lines of one lineage step's diff kept in the page
 LINEAGE_SHOWN = 40  # the latest lineage steps shown with their diffs; the earlier ones (but the first) summarized
@@ -37,6 +39,7 @@ class RunRecords:
     statuses: tuple[tuple[str, str, int], ...]  # (policy, candidate status, count) from the journal
     iterations: int
     policies: tuple[str, ...] = ()  # the run's policy names (run.json)
+    minimize: tuple[str, ...] = ()  # objectives stored negated: shown with their real values
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
@@ -47,7 +50,7 @@ class RunRecords:
             raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
         with Database.open(directory, read_only=True) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
-                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory))
+                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), db.config.minimize)
 
 
 def evaluated(records: RunRecords) -> list[Program]:
@@ -55,8 +58,9 @@ def evaluated(records: RunRecords) -> list[Program]:
     return [p for _, p in sorted(records.programs.items()) if not p.is_copy]
 
 
-def curves(programs: list[Program], objectives: tuple[str, ...]) -> dict:
-    """Best-so-far per iteration: of the scalar and of each objective on its own."""
+def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple[str, ...] = ()) -> dict:
+    """Best-so-far per iteration: of the scalar and of each objective on its own (real values:
+    a minimized objective's curve goes down)."""
     ok = [p for p in programs if p.ok]
     if not ok:
         return {"iterations": [], "scalar": [], "objectives": {name: [] for name in objectives}}
@@ -68,12 +72,13 @@ def curves(programs: list[Program], objectives: tuple[str, ...]) -> dict:
         scores[p.iteration] = np.maximum(scores[p.iteration], p.scores)
     scalar, scores = np.maximum.accumulate(scalar), np.maximum.accumulate(scores, axis=0)
     start = int(np.argmax(np.isfinite(scalar)))
+    scores = oriented(scores, objectives, minimize)
     return {"iterations": list(range(start, last + 1)), "scalar": scalar[start:].tolist(),
             "objectives": {name: scores[start:, j].tolist() for j, name in enumerate(objectives)}}
 
 
-def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str) -> dict:
-    """Every successful program's (x, y) and which are on the Pareto front of those two."""
+def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str, minimize: tuple[str, ...] = ()) -> dict:
+    """Every successful program's (x, y) (real values) and which are on the Pareto front of those two."""
     for name in (x, y):
         if name not in objectives:
             raise UserError(f"--x/--y {name!r}: not an objective of this run; its objectives are {list(objectives)}")
@@ -81,6 +86,7 @@ def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str) 
     i, j = objectives.index(x), objectives.index(y)
     points = np.array([[p.scores[i], p.scores[j]] for p in ok]).reshape(-1, 2)
     mask = pareto_mask(points) if len(points) else np.zeros(0, dtype=bool)
+    points = oriented(points, (x, y), minimize)
     return {"x": x, "y": y, "points": points.tolist(), "front": mask.tolist(), "ids": [p.id for p in ok]}
 
 
@@ -154,11 +160,13 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "name": records.name, "iterations": records.iterations, "objectives": list(objectives),
         "programs": len(programs), "failed": sum(not p.ok for p in programs),
         "best": None if best is None else {"id": best.id, "scalar": best.scalar,
-                                           "scores": dict(zip(objectives, map(float, best.scores)))},
-        "curves": curves(programs, objectives),
-        "front": front(programs, objectives, x, y),
+                                           "scores": real_values(best.scores, objectives, records.minimize)},
+        "minimize": list(records.minimize),
+        "curves": curves(programs, objectives, records.minimize),
+        "front": front(programs, objectives, x, y, records.minimize),
         "grid": grid(programs, records.features),
         "lineage": lineage(records.programs, best),
         "policies": policy_table(records.statuses, records.programs, records.policies),
         "failures": failures(programs, records.statuses),
+        "why": failure_messages.common(programs),
     }

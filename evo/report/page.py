@@ -14,6 +14,7 @@ h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1
 svg.chart { background: #fff; border: 1px solid #ddd; font-size: 11px; }
 table { border-collapse: collapse; background: #fff; } td, th { border: 1px solid #ddd; padding: 3px 10px; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
+td.text { text-align: left; white-space: pre-wrap; font-family: monospace; font-size: 12px; max-width: 520px; }
 pre { background: #fff; border: 1px solid #ddd; padding: 8px; overflow-x: auto; font-size: 12px; }
 .add { color: #116611; background: #eaffea; } .del { color: #a11; background: #ffecec; } .hunk { color: #55a; }
 .muted { color: #777; }
@@ -22,7 +23,8 @@ pre { background: #fff; border: 1px solid #ddd; padding: 8px; overflow-x: auto; 
 
 def _table(header: list[str], rows: list[list[object]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    cell = lambda c: f'<td class="text">{escape(c)}</td>' if isinstance(c, str) and len(c) > 40 else f"<td>{escape(str(c))}</td>"  # noqa: E731
+    body = "".join("<tr>" + "".join(map(cell, row)) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -111,6 +113,13 @@ def _failures(page: dict) -> str:
     return _table(["kind", "candidates"], [[kind, n] for kind, n in page["failures"].items()])
 
 
+def _why(page: dict) -> str:
+    if not page["why"]:
+        return '<p class="muted">No evaluation failed.</p>'
+    rows = [[entry["count"], entry["kind"], entry["message"], f"#{entry['example']}", entry["output"]] for entry in page["why"]]
+    return _table(["children", "kind", "message (numbers aside)", "example", "its output ended with"], rows)
+
+
 SECTIONS = (
     ("Best so far", _curves),
     ("Pareto front", _front),
@@ -118,6 +127,7 @@ SECTIONS = (
     ("Lineage of the best program", _lineage),
     ("Policies", _policies),
     ("Failures by kind", _failures),
+    ("Why children fail", _why),
 )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 WIDTH, HEIGHT = 560, 320
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 48
+LEFT, RIGHT, TOP, BOTTOM = 76, 16, 16, 48
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 VIRIDIS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
 
@@ -21,17 +21,45 @@ def _span(values: Sequence[float]) -> tuple[float, float]:
     return low, high
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    step = (high - low) / (count - 1)
-    return [low + i * step for i in range(count)]
+def nice_step(span: float, count: int = 5) -> float:
+    """A round step (1, 2 or 5 x 10^k) giving about `count` ticks over `span`."""
+    raw = span / max(count - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+def nice_ticks(low: float, high: float, count: int = 5, integer: bool = False) -> list[float]:
+    """Round ticks covering [low, high]: the first at or below `low`, the last at or above `high`
+    (`integer`: whole steps, for iterations)."""
+    step = max(nice_step(high - low, count), 1.0) if integer else nice_step(high - low, count)
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, last + 1)]
+
+
+def tick_label(value: float, step: float) -> str:
+    """`value` with as many decimals as `step` needs (no 0.30000000000000004, no 1e+03 for 1000)."""
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step < 1 else 0
+    if abs(value) >= 1e6 or (value and abs(value) < 1e-4):
+        return f"{value:.3g}"
+    text = f"{value:.{decimals}f}"
+    return text.lstrip("-") if float(text) == 0 else text
+
+
+def short(name: str, limit: int = 18) -> str:
+    return name if len(name) <= limit else name[: limit - 1] + "…"
+
+
+DASHES = ("", "7 3", "2 3", "9 3 2 3", "4 4", "1 2")  # overlapping curves stay distinguishable
 
 
 class Frame:
     """The plotting area of one chart: data coordinates to pixels, axes and their labels."""
 
     def __init__(self, xs: Sequence[float], ys: Sequence[float], xlabel: str, ylabel: str) -> None:
-        self.x0, self.x1 = _span(xs)
-        self.y0, self.y1 = _span(ys)
+        whole = bool(xs) and all(float(x).is_integer() for x in xs)
+        self.xticks, self.yticks = nice_ticks(*_span(xs), integer=whole), nice_ticks(*_span(ys))
+        self.x0, self.x1 = self.xticks[0], self.xticks[-1]
+        self.y0, self.y1 = self.yticks[0], self.yticks[-1]
         self.xlabel, self.ylabel = xlabel, ylabel
 
     def px(self, x: float) -> float:
@@ -43,11 +71,13 @@ class Frame:
     def axes(self) -> str:
         parts = [f'<rect x="{LEFT}" y="{TOP}" width="{WIDTH - LEFT - RIGHT}" height="{HEIGHT - TOP - BOTTOM}" '
                  'fill="#fff" stroke="#999"/>']
-        for x in _ticks(self.x0, self.x1):
-            parts.append(f'<text x="{self.px(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{x:.4g}</text>')
-        for y in _ticks(self.y0, self.y1):
+        xstep, ystep = self.xticks[1] - self.xticks[0], self.yticks[1] - self.yticks[0]
+        for x in self.xticks:
+            parts.append(f'<text x="{self.px(x):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">'
+                         f'{tick_label(x, xstep)}</text>')
+        for y in self.yticks:
             parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{self.py(y):.1f}" y2="{self.py(y):.1f}" stroke="#eee"/>')
-            parts.append(f'<text x="{LEFT - 6}" y="{self.py(y) + 4:.1f}" text-anchor="end">{y:.4g}</text>')
+            parts.append(f'<text x="{LEFT - 6}" y="{self.py(y) + 4:.1f}" text-anchor="end">{tick_label(y, ystep)}</text>')
         parts.append(f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{HEIGHT - 8}" text-anchor="middle">{escape(self.xlabel)}</text>')
         parts.append(f'<text transform="translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)" '
                      f'text-anchor="middle">{escape(self.ylabel)}</text>')
@@ -74,11 +104,15 @@ def steps(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: st
             points.append(f"{frame.px(a):.1f},{frame.py(b):.1f}")
         if len(points) == 1:
             points.append(f"{frame.px(x[0]) + 2:.1f},{frame.py(y[0]):.1f}")
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(points)}">'
-                     f'<title>{escape(name)}</title></polyline>')
+        dash = DASHES[k % len(DASHES)]
+        style = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{2.5 if k == 0 else 2}"{style} '
+                     f'points="{" ".join(points)}"><title>{escape(name)}</title></polyline>')
         top = HEIGHT - BOTTOM - 8 - 16 * (len(series) - k)  # bottom right: best-so-far curves rise away from it
-        parts.append(f'<rect x="{WIDTH - RIGHT - 120}" y="{top}" width="10" height="10" fill="{color}"/>'
-                     f'<text x="{WIDTH - RIGHT - 106}" y="{top + 9}">{escape(name)}</text>')
+        left = WIDTH - RIGHT - 150
+        parts.append(f'<line x1="{left}" x2="{left + 22}" y1="{top + 5}" y2="{top + 5}" stroke="{color}" '
+                     f'stroke-width="2.5"{style}/><text x="{left + 28}" y="{top + 9}">{escape(short(name))}'
+                     f'<title>{escape(name)}</title></text>')
     return _svg("".join(parts), f"{ylabel} by {xlabel}")
 
 
@@ -143,8 +177,21 @@ def heatmap(values: Sequence[Sequence[float | None]], xlabel: str, ylabel: str, 
                      f'height="{(HEIGHT - TOP - BOTTOM) / 20 + 0.5:.1f}" fill="{color(k / 19)}"/>')
     parts.append(f'<text x="{right + 6}" y="{TOP - 4}" text-anchor="middle">{high:.3g}</text>'
                  f'<text x="{right + 6}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">{low:.3g}</text>')
+    parts += _bin_labels(xrange, nx, lambda k, text: f'<text x="{LEFT + k * width:.1f}" y="{HEIGHT - BOTTOM + 14}" '
+                                                     f'text-anchor="middle">{text}</text>')
+    if yrange:
+        parts += _bin_labels(yrange, ny, lambda k, text: f'<text x="{LEFT - 4}" y="{HEIGHT - BOTTOM - k * height + 4:.1f}" '
+                                                         f'text-anchor="end">{text}</text>')
     parts.append(f'<text x="{(LEFT + right) / 2}" y="{HEIGHT - 8}" text-anchor="middle">'
-                 f'{escape(xlabel)} {escape(str(list(xrange)))}</text>')
+                 f'{escape(xlabel)} (bin edges)</text>')
     parts.append(f'<text transform="translate(14 {(TOP + HEIGHT - BOTTOM) / 2}) rotate(-90)" text-anchor="middle">'
-                 f'{escape(ylabel)} {escape(str(list(yrange))) if yrange else ""}</text>')
+                 f'{escape(ylabel)}{" (bin edges)" if yrange else ""}</text>')
     return _svg("".join(parts), f"MAP-Elites grid over {xlabel} and {ylabel}")
+
+
+def _bin_labels(span, bins: int, place) -> list[str]:
+    """The bin edges of a fixed feature range, every one up to 10 bins, else about ten."""
+    low, high = float(span[0]), float(span[1])
+    every = max(1, math.ceil(bins / 10))
+    step = (high - low) / bins
+    return [place(k, tick_label(low + k * step, step * every)) for k in range(0, bins + 1, every)]

@@ -24,7 +24,7 @@ from evo.sandbox.values import Unsendable, pack, unpack
 
 CHANNEL: tuple[int, int] | None = None  # (to, from) the candidate's process; set in the evaluation process
 REPLY_LIMIT = 256 << 20
-_loaded: dict[str, "Program"] = {}
+_loaded: dict[str, "CandidateModule"] = {}
 
 
 class CandidateError(Exception):
@@ -35,7 +35,7 @@ class CandidateError(Exception):
         self.kind = kind  # a failure kind: exception, memory, killed, timeout or bad_output
 
 
-class Program:
+class CandidateModule:
     """A candidate's module: its public functions are attributes."""
 
     def __init__(self, names: list[str], call: Callable[..., Any]):
@@ -50,7 +50,7 @@ class Program:
         return sorted(self._names)
 
 
-def load(path: str | os.PathLike) -> Program:
+def load(path: str | os.PathLike) -> CandidateModule:
     """The candidate program at `path`, executed once (its top-level code runs now)."""
     path = os.fspath(path)
     if CHANNEL is None:
@@ -76,7 +76,7 @@ def describe(error: BaseException) -> str:
     return " ".join(text.split())[:500]
 
 
-def _load_in_process(path: str) -> Program:
+def _load_in_process(path: str) -> CandidateModule:
     spec = importlib.util.spec_from_file_location("candidate", path)
     if spec is None or spec.loader is None:
         raise CandidateError("exception", f"cannot load the candidate {path}")
@@ -92,14 +92,14 @@ def _load_in_process(path: str) -> Program:
         except Exception as error:
             raise CandidateError("exception", describe(error)) from error
 
-    return Program(names, call)
+    return CandidateModule(names, call)
 
 
-def _load_remote(path: str) -> Program:
+def _load_remote(path: str) -> CandidateModule:
     names = _exchange({"load": path}, [])
     if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
         raise CandidateError("bad_output", "the candidate's process answered the load with a malformed list")
-    return Program(names, _call_remote)
+    return CandidateModule(names, _call_remote)
 
 
 def _call_remote(name: str, args: tuple, kwargs: dict) -> Any:

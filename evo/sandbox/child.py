@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evo.sandbox import candidate, isolation, lockdown, protocol
-from evo.scores import BadOutput, scalarize, split_feedback, to_vector
+from evo.scores import MAX_FEEDBACK_CHARS, BadOutput, ScorerFailed, oriented, scalarize, split_feedback, to_vector, unwrap
 
 _exit = os._exit  # bound now: a candidate may monkeypatch the os module
 _encode = protocol.encode
@@ -35,14 +35,14 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
         _confine(config)
         candidate.CHANNEL = (TO_CANDIDATE, FROM_CANDIDATE) if channel else None
         _warm_up(config["objectives"])
-        workdir = _read_all(GO_FD).decode()
-        if not workdir:
+        go = _read_all(GO_FD).decode()
+        if not go:
             return  # the zygote is shutting down
-        os.chdir(workdir)
-        os.environ.update(HOME=workdir, TMPDIR=workdir, USER="evo-sandbox", LOGNAME="evo-sandbox")
-        path = os.path.join(workdir, config["filename"])
+        program_dir, own_dir = go.split("\0")
+        enter_workdir(own_dir)
+        path = os.path.join(program_dir, config["filename"])
         sys.argv = [path]
-        reply = evaluate(scorer, path, config["objectives"], config["required_extras"])
+        reply = evaluate(scorer, path, config["objectives"], config["required_extras"], config["minimize"])
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -53,6 +53,15 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
             data = data[_write(RESULT_FD, data):]
     finally:
         _exit(0)
+
+
+def enter_workdir(directory: str) -> None:
+    """Make `directory` this process's working directory, HOME and TMPDIR (also for a
+    `tempfile` that cached another directory before the fork)."""
+    os.chdir(directory)
+    os.environ.update(HOME=directory, TMPDIR=directory, USER="evo-sandbox", LOGNAME="evo-sandbox")
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None
 
 
 def own_fds(targets: dict[int, int]) -> None:
@@ -101,30 +110,37 @@ class Stages:
     weights: tuple[float, ...] = ()
 
 
-def evaluate(scorer: Callable[[str], Any] | Stages, path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
+def evaluate(scorer: Callable[[str], Any] | Stages, path: str, objectives: Sequence[str], required: Sequence[str],
+             minimize: Sequence[str] = ()) -> dict:
     """Call the scorer (every stage of a cascade the candidate clears) and validate each
-    answer; returns a reply dict (scores or failure) with the stage reached."""
+    answer; returns a reply dict (scores or failure) with the stage reached. The objectives
+    in `minimize` are negated (the vector is higher-is-better, thresholds compare that)."""
     stages = scorer if isinstance(scorer, Stages) else Stages((scorer,))
     reply: dict = {}
     for stage, function in enumerate(stages.functions, 1):
         if stage > 1 and float(scalarize(reply["scores"], stages.weights)) < stages.thresholds[stage - 2]:
             break
-        reply = {**_stage(function, path, objectives, required), "stage": stage}
+        reply = {**_stage(function, path, objectives, required, minimize), "stage": stage}
         if "failure" in reply:
             break
     return reply
 
 
-def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str]) -> dict:
+def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], required: Sequence[str],
+           minimize: Sequence[str]) -> dict:
     try:
-        raw, feedback = split_feedback(scorer(path), objectives)
+        raw, artifacts = unwrap(scorer(path), objectives)
+        raw, feedback = split_feedback(raw, objectives)
         vector, extras = to_vector(raw, objectives)
         missing = [key for key in required if key not in extras]
         if missing:
             raise BadOutput(f"scorer result misses feature key(s) {missing}")
-        return {"scores": vector.tolist(), "extras": extras, "feedback": feedback}
+        feedback = "\n".join(filter(None, [feedback, artifacts]))[:MAX_FEEDBACK_CHARS]
+        return {"scores": oriented(vector, objectives, minimize).tolist(), "extras": extras, "feedback": feedback}
     except BadOutput as error:
         return {"failure": ["bad_output", str(error)]}
+    except ScorerFailed as error:
+        return {"failure": ["exception", f"the scorer reported: {error}"]}
     except candidate.CandidateError as error:  # not caught by the scorer: the candidate's failure is the evaluation's
         return {"failure": [error.kind, str(error)]}
     except MemoryError as error:

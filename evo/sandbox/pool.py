@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ class Sandbox:
 
     def __init__(
         self,
-        scorer: str,
+        scorer: str | Callable[[str], Any],
         objectives: Sequence[str],
         limits: spec_module.SandboxLimits = spec_module.SandboxLimits(),
         *,
@@ -49,10 +49,12 @@ class Sandbox:
         memory_cgroup: bool = True,
         cascade: Sequence[tuple[str, float]] = (),
         weights: Sequence[float] | None = None,
+        minimize: Sequence[str] = (),
     ):
         if namespaces not in ("auto", "on", "off"):
             raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
         self.objectives, self.limits, self.required = tuple(objectives), limits, tuple(required)
+        self.minimize = tuple(minimize)  # objectives the scorer reports lower-is-better (negated in the vector)
         self.cascade = [[ref, float(threshold)] for ref, threshold in cascade]
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.objectives)
         self.filename = f"candidate{suffix}"  # a program that is not Python is not compiled first
@@ -64,8 +66,11 @@ class Sandbox:
         self._closed = False
         self._lock = threading.Lock()  # a trusted in-process scorer runs one call at a time
         try:
+            if callable(scorer) and limits.isolation != "none":
+                raise ScorerError("a Python function as the scorer runs in this process (isolation 'none'); "
+                                  "for a sandbox, name it as 'file.py:function'")
             if limits.isolation == "none":
-                self._scorer = load_stages(scorer, self.cascade, self.weights, search_path)
+                self._scorer = scorer if callable(scorer) else load_stages(scorer, self.cascade, self.weights, search_path)
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="evo-eval")
             else:
                 self._start_workers(scorer, search_path, namespaces, drop_privileges, memory_cgroup)
@@ -80,12 +85,14 @@ class Sandbox:
             spec.problem.scorer, spec.problem.objectives, spec.sandbox,
             required=required_extras(spec.features), search_path=str(spec.path.parent),
             suffix=spec.problem.program.suffix, cascade=spec.problem.cascade, weights=spec.problem.weights,
+            minimize=spec.problem.minimize,
             **options,
         )
 
     def _start_workers(self, scorer: str, search_path: str | None, namespaces: str, drop: bool, use_cgroup: bool) -> None:
         config = {
             "scorer": scorer, "cascade": self.cascade, "weights": self.weights, "search_path": search_path, "objectives": list(self.objectives),
+            "minimize": list(self.minimize),
             "required_extras": list(self.required), "timeout": self.limits.timeout,
             "cpu_limit": self.limits.cpu_limit, "memory_mb": self.limits.memory_mb,
             "max_processes": self.limits.max_processes, "output_bytes": self.limits.output_bytes,
@@ -133,7 +140,7 @@ class Sandbox:
         with self._lock, tempfile.TemporaryDirectory(prefix="eval-", dir=self._scratch) as workdir:
             path = Path(workdir) / self.filename
             path.write_text(code, encoding="utf-8")
-            reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required)
+            reply = evaluate_in_process(self._scorer, str(path), self.objectives, self.required, self.minimize)
         reply["seconds"] = time.monotonic() - start
         return self._to_evaluation(reply)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from evo.sandbox import lockdown, protocol
 from evo.sandbox.candidate import describe
-from evo.sandbox.child import own_fds
+from evo.sandbox.child import enter_workdir, own_fds
 from evo.sandbox.values import Unsendable, pack, unpack
 
 REQUESTS, REPLIES = 3, 4
@@ -67,9 +67,7 @@ def _flush() -> None:
 
 def _load(path: str) -> tuple[Any, dict]:
     try:
-        workdir = os.path.dirname(path)
-        os.chdir(workdir)
-        os.environ.update(HOME=workdir, TMPDIR=workdir, USER="evo-sandbox", LOGNAME="evo-sandbox")
+        enter_workdir(os.path.dirname(path))
         spec = importlib.util.spec_from_file_location("candidate", path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         spec.loader.exec_module(module)  # type: ignore[union-attr]

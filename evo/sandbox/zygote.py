@@ -179,7 +179,7 @@ class Server:
             except OSError as error:  # e.g. the spare died: the machine, not the candidate
                 reply = {"failure": ["killed", f"the sandbox could not run the evaluation: {error}"]}
             protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(os.path.dirname(workdir.program), ignore_errors=True)
             if self.mode == "namespaces":
                 isolation.remove_owned("/dev/shm")
             elif self.candidate_user is not None:  # the host's /dev/shm: what the evaluation's uids left there
@@ -199,6 +199,7 @@ class Server:
         return {
             "objectives": c["objectives"],
             "required_extras": c["required_extras"],
+            "minimize": c["minimize"],
             "filename": c["filename"],
             "split": self.split,
             "address_space": address_space + (c["memory_mb"] << 20),
@@ -212,17 +213,29 @@ class Server:
             "block_network": self.mode != "namespaces",  # no network namespace: seccomp instead
         }
 
-    def _prepare(self, code: str) -> str:
-        """A fresh working directory holding the candidate, owned by the evaluation's user."""
-        workdir = os.path.join(self.config["scratch"], secrets.token_hex(8))
-        os.mkdir(workdir, 0o755)  # (the scorer's process may read what the candidate writes)
-        path = os.path.join(workdir, self.config["filename"])
+    def _prepare(self, code: str) -> "Workdir":
+        """Fresh directories for one evaluation, under one only we can write: the candidate's
+        (holds the program; owned by the candidate's user, readable by the scorer) and, when
+        the scorer runs in a process of its own, the scorer's (owned by the scorer's user,
+        0711: the candidate can neither list nor change it). Each is its process's working
+        directory, HOME and TMPDIR."""
+        top = os.path.join(self.config["scratch"], secrets.token_hex(8))
+        os.mkdir(top, 0o711)
+        program = os.path.join(top, "program")
+        os.mkdir(program, 0o755)  # (the scorer's process may read what the candidate writes)
+        path = os.path.join(program, self.config["filename"])
         with open(path, "w", encoding="utf-8") as file:
             file.write(code)
         if self.candidate_user is not None:
-            os.chown(workdir, *self.candidate_user)
+            os.chown(program, *self.candidate_user)
             os.chown(path, *self.candidate_user)
-        return workdir
+        if not self.split:
+            return Workdir(program, program)
+        scorer = os.path.join(top, "scorer")
+        os.mkdir(scorer, 0o711)
+        if self.user is not None:
+            os.chown(scorer, *self.user)
+        return Workdir(program, scorer)
 
     def _spawn(self) -> "Spare":
         """Fork the next evaluation ahead of time (its candidate's process too, when split):
@@ -245,13 +258,13 @@ class Server:
             os.close(fd)
         return Spare(pid, go_w, Watch(pid, result_r, out_r, self.config["output_bytes"]), candidate_pid)
 
-    def _run(self, spare: "Spare", workdir: str) -> dict[str, Any]:
+    def _run(self, spare: "Spare", workdir: "Workdir") -> dict[str, Any]:
         start, finished = time.monotonic(), False
         in_namespace = self.mode == "namespaces"
         ooms, candidate_status = cgroup.oom_kills(self.config["cgroup"]), None
         try:
             try:
-                os.write(spare.go, workdir.encode())
+                os.write(spare.go, f"{workdir.program}\0{workdir.scorer}".encode())
             finally:
                 os.close(spare.go)
             fallback = None if self.config["cgroup"] else self.config["memory_mb"] << 20
@@ -354,6 +367,12 @@ def _candidate_view(scratch: str) -> int | None:
         return mounts.view_namespace(needed)
     except OSError:
         return None  # (then candidates read only what any user may read)
+
+
+@dataclass(frozen=True)
+class Workdir:
+    program: str  # the candidate's directory, holding the program
+    scorer: str  # the scorer's own (the same directory when the candidate runs in its process)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import numpy as np
 
 from tasks.base import Instance
 from tasks.humaneval import formats
-from tasks.humaneval.data import WIDTH, MissingPackage, Problem, problems
+from tasks.humaneval.data import WIDTH, MissingPackage, HumanEvalProblem, problems
 from tasks.humaneval.run import run_tests
 from tasks.humaneval.spec import TIMEOUT, write_spec
 from tasks.humaneval.spec import objectives as test_names
@@ -39,7 +39,7 @@ OBJECTIVES = tuple(test_names(WIDTH))
 TEST_EVERY = 4
 
 
-def split_of(problem: Problem) -> str:
+def split_of(problem: HumanEvalProblem) -> str:
     return "test" if problem.number % TEST_EVERY == 0 else "train"
 
 
@@ -83,7 +83,7 @@ class HumanEvalTask:
 
     def score(self, instance: Instance, answers: Sequence[str]) -> np.ndarray:
         """One row per answer (see the module docstring for the padding)."""
-        problem: Problem = instance.data
+        problem: HumanEvalProblem = instance.data
         rows = np.zeros((len(answers), WIDTH))
         for i, answer in enumerate(answers):
             rows[i] = padded(run_tests(formats.program(problem, answer), problem.tests, self.timeout))
@@ -99,7 +99,7 @@ class HumanEvalTask:
 
     def demonstrations(self, instance: Instance, m: int, rng: np.random.Generator) -> str:
         """The reference solution; for m > 1 with m - 1 stubs (HumanEval ships one reference), in random order."""
-        problem: Problem = instance.data
+        problem: HumanEvalProblem = instance.data
         stubs = [problem.prompt + f"    raise NotImplementedError({i})\n" for i in range(m - 1)]
         answers = [problem.reference, *stubs]
         return "\n\n".join(formats.fenced(answers[i]) for i in rng.permutation(m))

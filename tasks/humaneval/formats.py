@@ -27,7 +27,7 @@ import ast
 import re
 
 from tasks.base import ParseError, TemplateMismatch
-from tasks.humaneval.data import Problem
+from tasks.humaneval.data import HumanEvalProblem
 
 FENCE = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 LANGUAGES = ("python", "py", "python3", "")
@@ -40,7 +40,7 @@ _TEMPLATE = """Complete the Python function `{name}`.
 Reply with {m} {what} of `{name}` (the whole `def`, with any imports and helpers it needs) {where}."""
 
 
-def prompt(problem: Problem, m: int) -> str:
+def prompt(problem: HumanEvalProblem, m: int) -> str:
     what = "complete implementation" if m == 1 else "different complete implementations"
     where = "in one ```python block" if m == 1 else "each in its own ```python block"
     return _TEMPLATE.format(name=problem.entry_point, code=problem.prompt, m=m, what=what, where=where)
@@ -50,7 +50,7 @@ def fenced(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-def parse(problem: Problem, completion: str, m: int) -> list[str]:
+def parse(problem: HumanEvalProblem, completion: str, m: int) -> list[str]:
     """The code of each block; ParseError if malformed, TemplateMismatch if not m blocks."""
     blocks = FENCE.findall(completion)
     if not blocks:
@@ -72,6 +72,6 @@ def parse(problem: Problem, completion: str, m: int) -> list[str]:
     return answers
 
 
-def program(problem: Problem, answer: str) -> str:
+def program(problem: HumanEvalProblem, answer: str) -> str:
     """The program an answer is scored as: the problem's prompt, then the answer."""
     return problem.prompt + "\n\n" + answer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks.humaneval.data import Problem
+from tasks.humaneval.data import HumanEvalProblem
 from tasks.humaneval.run import run_tests
 from tasks.spec_files import problem_tables, scorer_file, write_problem
 
@@ -22,13 +22,13 @@ def objectives(count: int) -> list[str]:
     return [f"test{i}" for i in range(count)]
 
 
-def program_file(problem: Problem, body: str = BLANK_BODY) -> str:
+def program_file(problem: HumanEvalProblem, body: str = BLANK_BODY) -> str:
     """The prompt, then `body` (one indentation level deep) inside the EVOLVE block."""
     indented = "".join(f"    {line}" if line.strip() else line for line in body.strip("\n").splitlines(True))
     return f"{problem.prompt}    # EVOLVE-BLOCK-START\n{indented}\n    # EVOLVE-BLOCK-END\n"
 
 
-def write_spec(problem: Problem, directory: Path, timeout: float = TIMEOUT) -> Path:
+def write_spec(problem: HumanEvalProblem, directory: Path, timeout: float = TIMEOUT) -> Path:
     tests = json.dumps(list(problem.tests), indent=1)
     tables = problem_tables("humaneval-" + problem.task_id.rpartition("/")[2], "solution.py",
                             objectives(len(problem.tests)), timeout=round(len(problem.tests) * timeout + 10.0, 1),

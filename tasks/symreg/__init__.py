@@ -15,22 +15,22 @@ import numpy as np
 from tasks.base import Instance, ParseError, TemplateMismatch
 from tasks.symreg.data import REGIONS, Dataset, arrays, recovered, region_scores
 from tasks.symreg.expressions import canonical, compile_expression, parse_expression, random_expression
-from tasks.symreg.problems import FEYNMAN, NGUYEN, PROBLEMS, Problem
+from tasks.symreg.problems import FEYNMAN, NGUYEN, PROBLEMS, SymregProblem
 
 SEPARATOR = " | "
 OBJECTIVES = tuple(f"region{r}" for r in range(REGIONS))
 _TRAIN_RANGES = ((-1.0, 1.0), (0.0, 2.0), (0.0, 1.0), (1.0, 5.0))
 
 
-def _random_problem(index: int, rng: np.random.Generator) -> Problem:
+def _random_problem(index: int, rng: np.random.Generator) -> SymregProblem:
     arity = int(rng.integers(1, 3))
     ranges = (_TRAIN_RANGES[rng.integers(len(_TRAIN_RANGES))],) * arity
     for _ in range(100):
         formula = random_expression(arity, rng)
         y = compile_expression(formula, arity)(rng.uniform(*ranges[0], size=(64, arity)))
         if np.all(np.isfinite(y)) and np.std(y) > 1e-3 and np.max(np.abs(y)) < 1e3:
-            return Problem(f"random-{index}", formula, ranges)
-    return Problem(f"random-{index}", "x0", ranges)
+            return SymregProblem(f"random-{index}", formula, ranges)
+    return SymregProblem(f"random-{index}", "x0", ranges)
 
 
 class SymregTask:
@@ -110,7 +110,7 @@ class SymregTask:
         return write_spec(problem, data, Path(directory))
 
 
-def problem(name: str) -> Problem:
+def problem(name: str) -> SymregProblem:
     if name not in PROBLEMS:
         raise KeyError(f"unknown symreg problem {name!r}; known: {', '.join(PROBLEMS)}")
     return PROBLEMS[name]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Problem:
+class SymregProblem:
     name: str
     formula: str  # numpy expression over x0..x{k-1}
     ranges: tuple[tuple[float, float], ...]  # uniform sampling range of each variable
@@ -23,8 +23,8 @@ class Problem:
         return len(self.ranges)
 
 
-def _nguyen(i: int, formula: str, low: float, high: float, arity: int = 1) -> Problem:
-    return Problem(f"nguyen-{i}", formula, ((low, high),) * arity)
+def _nguyen(i: int, formula: str, low: float, high: float, arity: int = 1) -> SymregProblem:
+    return SymregProblem(f"nguyen-{i}", formula, ((low, high),) * arity)
 
 
 NGUYEN = (
@@ -43,8 +43,8 @@ NGUYEN = (
 )
 
 
-def _feynman(name: str, formula: str, variables: str, *ranges: tuple[float, float]) -> Problem:
-    return Problem(f"feynman-{name}", formula, tuple(ranges), points=100, variables=variables)
+def _feynman(name: str, formula: str, variables: str, *ranges: tuple[float, float]) -> SymregProblem:
+    return SymregProblem(f"feynman-{name}", formula, tuple(ranges), points=100, variables=variables)
 
 
 _R15 = (1.0, 5.0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tasks.symreg.data import REGIONS, Dataset, arrays, recovered, region_scores
-from tasks.symreg.problems import Problem
+from tasks.symreg.problems import SymregProblem
 from tasks.spec_files import problem_tables, scorer_file, write_problem
 
 _PROGRAM = '''"""Symbolic regression, {name}: find y = f({args}) with {box}.
@@ -27,7 +27,7 @@ def expression({args}):
 # EVOLVE-BLOCK-END
 '''
 
-def write_spec(problem: Problem, data: Dataset, directory: Path) -> Path:
+def write_spec(problem: SymregProblem, data: Dataset, directory: Path) -> Path:
     table = arrays(data)
     args = ", ".join(f"x{i}" for i in range(data.arity))
     box = ", ".join(f"x{i} in [{lo:g}, {hi:g}]" for i, (lo, hi) in enumerate(data.ranges))

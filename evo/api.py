@@ -1,0 +1,127 @@
+"""One call for a notebook: evolve a program (or one Python function) with a scoring
+function and a policy, no file to write:
+
+    from evo.api import evolve
+
+    def score(path):                                   # the scorer contract: the candidate's path
+        f = candidate.load(path).f                     # (evo.sandbox.candidate)
+        return {"fit": -abs(f(3) - 10)}
+
+    result = evolve(f, score, "mutate:", iterations=20)
+    print(result.best.code, result.best.scores)        # result.top, result.database (open: close it)
+
+A Python function as the scorer runs in this process (isolation "none": no time limit, the
+candidate's code runs here too); name it "file.py:function" to evaluate in the sandbox.
+The run lives in `directory` (a fresh temporary one by default), so `evo show DIR` and
+`evo report DIR` read it like any other.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evo.database import Database
+from evo.database.config import DatabaseConfig, SearchSettings
+from evo.database.records import Program
+from evo.errors import UserError, WorkFailed
+from evo.loop import Evolution, LoopConfig, Progress, run
+from evo.program import END, START
+from evo.scores import ERROR_KEY, FEEDBACK_KEY, unwrap
+
+
+@dataclass
+class Evolved:
+    """What `evolve` found: the best program, the `top` ones (best first), the open database."""
+
+    best: Program | None
+    top: list[Program]
+    database: Database
+    directory: Path
+    progress: Progress
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __enter__(self) -> "Evolved":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def program_text(program: str | Callable) -> str:
+    """The initial program: source text as given, or a function's source between the
+    EVOLVE-BLOCK markers (the whole function evolves)."""
+    if isinstance(program, str):
+        return program
+    try:
+        source = textwrap.dedent(inspect.getsource(program))
+    except (OSError, TypeError):
+        raise UserError(f"cannot read the source of {program!r}; pass the program as a string") from None
+    return f"# {START}\n{source.rstrip()}\n# {END}\n"
+
+
+def discover_objectives(score: Callable, code: str) -> tuple[str, ...]:
+    """The numeric keys `score` returns for `code` (in its order), for a call without `objectives`."""
+    with tempfile.TemporaryDirectory(prefix="evo-api-") as directory:
+        path = Path(directory) / "candidate.py"
+        path.write_text(code, encoding="utf-8")
+        raw, _ = unwrap(score(str(path)), ())
+    if isinstance(raw, Mapping):
+        names = tuple(k for k, v in raw.items() if k not in (ERROR_KEY, FEEDBACK_KEY) and isinstance(v, (int, float))
+                      and not isinstance(v, bool))
+    else:
+        names = tuple(f"r{i}" for i in range(len(raw)))  # type: ignore[arg-type]
+    if not names:
+        raise UserError("the scorer returned no number for the initial program; pass objectives=[...]")
+    return names
+
+
+def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: Any = "mutate:", *,
+           objectives: Sequence[str] | None = None, weights: Sequence[float] | None = None,
+           minimize: Sequence[str] = (), iterations: int = 20, seed: int = 0, directory: str | Path | None = None,
+           isolation: str | None = None, timeout: float = 10.0, style: str = "full",
+           system: str = "You improve programs.", top: int = 5, **search: Any) -> Evolved:
+    """Evolve `program` (source text or a function) scored by `score` (a function of the
+    candidate's path, or "file.py:function") with `policy` (a URI such as "mutate:" or
+    "openai:URL#MODEL;chat", or a Policy object). `search`: any [search] key (islands,
+    selection, samples_per_prompt, ...). Raises WorkFailed when the initial program fails."""
+    from evo import policies, spec
+    from evo.sandbox import Sandbox
+
+    code = program_text(program)
+    if objectives is None:
+        if not callable(score):
+            raise UserError("with a scorer named as 'file.py:function', pass objectives=[...]")
+        objectives = discover_objectives(score, code)
+    try:
+        settings = SearchSettings(**{"iterations": iterations, **search})
+    except TypeError as error:
+        raise UserError(f"evolve(): {error}") from None
+    config = DatabaseConfig(tuple(objectives), None if weights is None else tuple(weights), (), settings, seed,
+                            "python", tuple(minimize))
+    out = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="evo-run-"))
+    chosen = policies.load(policy) if isinstance(policy, str) else policy
+    limits = spec.SandboxLimits(isolation=isolation or ("none" if callable(score) else "process"), timeout=timeout)
+    db = Database.open(out, config)
+    try:
+        with Sandbox(score, config.objectives, limits, minimize=config.minimize, weights=config.weight_vector) as box:
+            if not db.programs:
+                first = box.evaluate(code)
+                if not first.ok:
+                    raise WorkFailed(f"the initial program fails: {first.failure.kind}: {first.failure.message}")
+                db.add_initial(code, first)
+            loop = LoopConfig(iterations=iterations, seed=seed, samples=settings.samples_per_prompt, style=style,
+                              system=system, target=settings.target)
+            progress = run(Evolution(loop, db, policy if isinstance(policy, str) else type(policy).__name__), chosen, box)
+    except BaseException:
+        db.close()
+        raise
+    ranked = sorted(db.evaluated(), key=lambda p: (-p.scalar, p.id))
+    return Evolved(db.best(), ranked[:top], db, out, progress)

@@ -1,0 +1,56 @@
+"""Why children fail, and what the front holds, from a run's stored programs: pure
+functions over evo/database/records.py, shared by `evo show` and `evo report`.
+
+A failure message is grouped with the others of its kind that differ only in numbers
+(line numbers, sizes, times), so "IndexError ... (at candidate.py:12)" and "(... :14)"
+count as one; each group keeps its first program as the example. Everything shown is
+bounded and escaped (evo.feedback.clean): a scorer or a candidate wrote it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from evo.database.records import Program
+from evo.feedback import clean, head, tail
+from evo.scores import real_values
+
+MESSAGE_CHARS = 300
+OUTPUT_CHARS = 400
+OUTPUT_LINES = 4
+_NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def message_key(kind: str, message: str) -> tuple[str, str]:
+    """The group a failure belongs to: its kind and its message with numbers masked."""
+    return kind, _NUMBER.sub("N", " ".join(message.split()))
+
+
+def common(programs: Iterable[Program], top: int = 10) -> list[dict]:
+    """The `top` most common failure messages of the evaluated (not copied) programs:
+    [{"kind", "message", "count", "example", "output"}], most common first (then the
+    earliest); `example` is the first program's id, `output` the tail of its captured output."""
+    groups: dict[tuple[str, str], list[Program]] = {}
+    for p in sorted(programs, key=lambda p: p.id):
+        if not p.ok and not p.is_copy:
+            groups.setdefault(message_key(p.failure_kind or "", p.failure_message or ""), []).append(p)
+    ranked = sorted(groups.values(), key=lambda group: (-len(group), group[0].id))[:top]
+    return [{"kind": clean(group[0].failure_kind or "")[:40],
+             "message": clean(head(" ".join((group[0].failure_message or "").split()), MESSAGE_CHARS)),
+             "count": len(group), "example": group[0].id,
+             "output": clean(tail(group[0].feedback, OUTPUT_CHARS, OUTPUT_LINES)) if group[0].feedback.strip() else ""}
+            for group in ranked]
+
+
+def distinct_front(front: Sequence[Program], objectives: Sequence[str], minimize: Sequence[str] = ()) -> list[dict]:
+    """The Pareto front as distinct score vectors: [{"id" (the first program with it),
+    "count", "ids" (the first ten), "scalar", "scores" (real values: `minimize`d ones
+    un-negated)}], in the order of their first program."""
+    groups: dict[bytes, list[Program]] = {}
+    for p in sorted(front, key=lambda p: p.id):
+        groups.setdefault(np.asarray(p.scores, dtype=np.float64).tobytes(), []).append(p)
+    return [{"id": group[0].id, "count": len(group), "ids": [p.id for p in group[:10]], "scalar": group[0].scalar,
+             "scores": real_values(group[0].scores, objectives, minimize)} for group in groups.values()]

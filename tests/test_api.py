@@ -1,0 +1,52 @@
+"""evo.api.evolve: one call from a notebook, a function and a Python scorer, a real run."""
+
+import numpy as np
+import pytest
+
+from evo.api import evolve, program_text
+from evo.errors import UserError, WorkFailed
+from evo.sandbox import candidate
+
+
+def target(x):
+    a = 1.0
+    b = 0.5
+    return a * x + b
+
+
+def score(path):
+    f = candidate.load(path).target
+    xs = np.linspace(-2, 2, 9)
+    error = float(np.mean([abs(f(x) - (3.0 * x - 1.0)) for x in xs]))
+    return {"fit": 1.0 / (1.0 + error), "error_size": error}
+
+
+def test_evolve_a_function_with_a_python_scorer(tmp_path):
+    with evolve(target, score, "mutate:", iterations=6, seed=1, minimize=["error_size"], directory=tmp_path / "run",
+                islands=1, samples_per_prompt=2) as result:
+        assert result.best is not None and result.top[0].id == result.best.id
+        assert [p.scalar for p in result.top] == sorted((p.scalar for p in result.top), reverse=True)
+        initial = result.database.get(1)
+        assert initial.scores[1] < 0  # minimized: stored negated
+        assert result.best.scalar >= initial.scalar and result.progress.iteration == 6
+        assert "def target(x):" in result.best.code and "EVOLVE-BLOCK-START" in result.best.code
+        assert result.database.config.objectives == ("fit", "error_size")  # found from the scorer's keys
+    from evo.commands.show import summary
+
+    shown = summary(tmp_path / "run")  # an ordinary run directory: evo show / evo report read it
+    assert shown["best"]["id"] == result.best.id and shown["best"]["scores"]["error_size"] >= 0
+
+
+def test_a_failing_initial_program_and_a_bad_setting_are_one_line_errors(tmp_path):
+    with pytest.raises(WorkFailed, match="the initial program fails: exception"):
+        evolve("def target(x):\n    raise ValueError('no')\n", score, objectives=["fit"], directory=tmp_path / "a")
+    with pytest.raises(UserError, match="evolve\\(\\)"):
+        evolve(target, score, no_such_setting=1, directory=tmp_path / "b")
+    with pytest.raises(UserError, match="isolation 'none'"):
+        evolve(target, score, isolation="process", directory=tmp_path / "c")
+
+
+def test_program_text_wraps_a_function_in_markers():
+    text = program_text(target)
+    assert text.startswith("# EVOLVE-BLOCK-START\ndef target(x):") and text.endswith("# EVOLVE-BLOCK-END\n")
+    assert program_text("x = 1\n") == "x = 1\n"
