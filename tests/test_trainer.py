@@ -153,3 +153,30 @@ def test_export_stores_half_weights_but_says_float32(init_dir, tmp_path):
     shipped, _ = models.load(tmp_path / "ship")
     for a, b in zip(model.state_dict().values(), shipped.state_dict().values()):
         assert torch.equal(a.half().float(), b)
+
+
+def test_a_run_whose_completions_are_cut_off_stops_in_one_line(init_dir, tmp_path):
+    """Every completion truncated by a 1-token budget: the run stops after --max-empty-steps
+    steps with a line naming the budget, instead of training on zero rewards to the end."""
+    with pytest.raises(UserError, match=r"no training signal for 2 steps in a row .*cut off at --max-new-tokens 1"):
+        run(config(init_dir, tmp_path / "cut", max_new_tokens=1, max_empty_steps=2), task=CharMix(), progress=False)
+    assert [r["step"] for r in checkpoint.read_metrics(tmp_path / "cut")] == [1, 2]
+    records = run(config(init_dir, tmp_path / "on", max_new_tokens=1, max_empty_steps=0), task=CharMix(), progress=False)
+    assert len(records) == 4 and records[0]["truncated"] >= 0.9  # 0: trains on, whatever it sees
+
+
+def test_the_token_budget_is_sized_from_the_tasks_demonstrations(init_dir, tmp_path):
+    """max_new_tokens 0: 1.5x the longest m-answer demonstration (+ eos), rounded up to 8; saved resolved."""
+    from training.trainer import token_budget
+
+    task, encode = CharMix(), train_models_encoder(init_dir)
+    longest = max(len(ids) for ids in encode([task.demonstrations(i, 3, np.random.default_rng(3))
+                                              for i in task.instances("train", 16, seed=3)]))
+    assert token_budget(task, encode, 3, seed=3) == -(-(1.5 * longest + 1) // 8) * 8 >= 1.5 * longest + 1
+    run(config(init_dir, tmp_path / "auto", algo="vpo", max_new_tokens=0, steps=1), task=CharMix(), progress=False)
+    saved = json.loads((tmp_path / "auto" / "train_config.json").read_text())
+    assert saved["max_new_tokens"] == token_budget(task, encode, 3, seed=3)
+
+
+def train_models_encoder(init_dir):
+    return models.prompt_encoder(models.load(str(init_dir))[1], None)

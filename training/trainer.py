@@ -244,7 +244,9 @@ def train_step(state: State) -> dict:
 def check_signal(history: list[dict], config: TrainConfig) -> None:
     """Stop a run that trains on nothing: `config.max_empty_steps` steps in a row where at least
     90% of the completions were cut off by the token budget or did not parse."""
-    window = history[-config.max_empty_steps:] if config.max_empty_steps else []
+    if not config.max_empty_steps:
+        return
+    window = history[-config.max_empty_steps:]
     if len(window) < config.max_empty_steps or not all(r["truncated"] >= 0.9 or r["parse_failed"] >= 0.9 for r in window):
         return
     truncated = sum(r["truncated"] for r in window) / len(window)
