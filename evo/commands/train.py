@@ -98,13 +98,19 @@ def spec_source(spec: Path | None, from_run: Path | None, sets: tuple[str, ...],
         raise UserError("give --task (a built-in family) or --spec (a problem spec), not both")
     from evo.commands.run import spec_overrides
     from evo.database import DB_FILE
+    from training.advantages import entry
     from training.spec_task import SpecSource
+
+    algo = settings["algo"] or "vpo_archive"
+    if entry(algo).prompt != "single":
+        raise UserError(f"{algo} needs a {entry(algo).prompt}-answer prompt; a spec's prompts ask for one program: "
+                        "use vpo_archive or another single-answer estimator (evo train --list-algos)")
 
     source = SpecSource(str(spec.resolve()), spec_overrides({}, sets), None if from_run is None else str(from_run.resolve()))
     source.load()  # a bad spec or override: one line, before anything is written
     if (out / DB_FILE).exists():
         raise UserError(f"{out} already holds a program database ({DB_FILE}); pass --resume or choose another --out")
-    settings["task"], settings["algo"] = source.task_name, settings["algo"] or "vpo_archive"
+    settings["task"], settings["algo"] = source.task_name, algo
     return source
 
 
