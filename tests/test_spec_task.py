@@ -67,3 +67,50 @@ def test_source_round_trips_and_a_bad_run_is_one_line(tmp_path):
 
     with pytest.raises(UserError, match="not a run directory"):
         open_task(tmp_path / "t", from_run=tmp_path / "nowhere")
+
+
+class Scripted:
+    """A sampler that answers every prompt with the same scripted completions (real token ids)."""
+
+    def __init__(self, tokenizer, texts: list[str]) -> None:
+        self.tokenizer, self.texts = tokenizer, texts
+
+    def sample(self, prompt_ids, *, n, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop=()):
+        from training import tiny
+        from training.engines import as_rollout
+
+        assert n == len(self.texts)
+        ids = [list(self.tokenizer(t, add_special_tokens=False).input_ids) + [tiny.EOS_ID] for t in self.texts]
+        groups = [[Completion(t, tuple(i)) for t, i in zip(self.texts, ids)] for _ in prompt_ids]
+        return as_rollout(prompt_ids, groups, tiny.PAD_ID)
+
+
+@pytest.mark.slow
+def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_path):
+    import torch
+
+    from training import advantages, tiny, trainer
+    from training.config import TrainConfig
+
+    tok = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tok, context=2048), tok, tmp_path / "init")
+    config = TrainConfig(task="spec:nguyen7", algo="vpo_archive", init=str(tmp_path / "init"), out=str(tmp_path / "out"),
+                         prompts=2, group=3, max_new_tokens=64, options={"K": 20})
+    with open_task(tmp_path / "out") as task:
+        state = trainer.setup(config, resume=False, task=task)
+        state.sampler = Scripted(state.tokenizer, [EXACT, HALF, "no program"])
+        front = task.front()  # the initial program only
+        rolls, adv = trainer.rollout(state)
+        assert rolls.parse_failed[:, 2].all() and (rolls.rewards[:, 0] > 0.99).all() and not rolls.rewards[:, 2].any()
+        rng = trainer.seeds(config, 0)[2]
+        expected = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=rng, K=20,
+                                      archive=np.stack([front, front]))
+        np.testing.assert_allclose(adv, expected)
+        plain = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=trainer.seeds(config, 0)[2], K=20)
+        assert not np.allclose(adv, plain)  # the front mattered
+        before = [p.detach().clone() for p in state.model.parameters()]
+        trainer.update(state, rolls, adv)
+        assert any(not torch.equal(a, b) for a, b in zip(before, state.model.parameters()))
+        state.step += 1
+        _, again = trainer.rollout(state)  # the exact program is on the front now: nothing improves on it
+        assert np.array_equal(again, np.zeros((2, 3)))
