@@ -20,6 +20,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import Future
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,8 @@ def copy_database(run: Path, out: Path) -> None:
     source = Path(run) / DB_FILE
     if not source.exists():
         raise UserError(f"--from-run {run}: not a run directory (no {DB_FILE}); point it at an `evo run --out` directory")
-    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as reader, sqlite3.connect(Path(out) / DB_FILE) as writer:
+    with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
+            closing(sqlite3.connect(Path(out) / DB_FILE)) as writer:
         reader.backup(writer)
 
 
