@@ -1,0 +1,83 @@
+"""`evo run --train`: the search trains its own local policy; a SIGKILLed run resumes to the
+same programs and weights as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from evo.database import Database
+from training import online, tiny
+
+pytestmark = pytest.mark.slow
+SPEC = "examples/nguyen7/problem.toml"
+ITERATIONS = 6
+
+
+@pytest.fixture(scope="module")
+def init_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("init")
+    tok = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tok, context=2048, seed=3), tok, path)
+    return path
+
+
+def command(init_dir, out) -> list[str]:
+    return [sys.executable, "-m", "evo", "run", SPEC, "--policy", f"local:{init_dir}", "--train", "grpo",
+            "--train-every", "2", "--train-option", "entropy_coef=0.05", "--train-option", "lr=0.01",
+            "--iterations", str(ITERATIONS), "--batch", "1", "--depth", "1", "--set", "prompt.style=continue",
+            "--max-new-tokens", "12", "--seed", "5", "--quiet", "--out", str(out)]
+
+
+def outcome(out) -> tuple[list, dict, list]:
+    with Database.open(out) as db:
+        proposals = [(c.iteration, c.slot, c.code, c.status) for c in db.journal.candidates(since=0)]
+    weights = torch.load(out / "online" / "state.pt", weights_only=False)["model"]
+    metrics = [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds")}
+               for line in (out / "online" / "metrics.jsonl").read_text().splitlines()]
+    return proposals, weights, metrics
+
+
+def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_path):
+    whole = subprocess.run(command(init_dir, tmp_path / "whole"), capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    killed = subprocess.Popen(command(init_dir, tmp_path / "killed"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "killed" / "online" / "state.pt").exists() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    with Database.open(tmp_path / "killed") as db:
+        assert db.iteration < ITERATIONS  # killed mid-run
+    resumed = subprocess.run([sys.executable, "-m", "evo", "run", "--resume", str(tmp_path / "killed"), "--quiet"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    proposals, weights, metrics = outcome(tmp_path / "whole")
+    again, weights_again, metrics_again = outcome(tmp_path / "killed")
+    assert len(proposals) == ITERATIONS * 4 and proposals == again
+    assert [m["step"] for m in metrics] == [1, 2] and metrics == metrics_again  # steps before groups 3 and 5 (lag 1)
+    assert all(torch.equal(weights[k], weights_again[k]) for k in weights)
+    initial = tiny.AutoModelForCausalLM.from_pretrained(init_dir).state_dict()
+    assert any(not torch.equal(initial[k], weights[k]) for k in weights)  # the steps moved the weights
+    figures = online.figures(tmp_path / "whole")
+    assert figures["steps"] == 2 and figures["algo"] == "grpo" and figures["seconds"] > 0
+
+
+def test_train_flags_refuse_what_they_cannot_do(tmp_path):
+    def evo(*args):
+        return subprocess.run([sys.executable, "-m", "evo", "run", SPEC, *args, "--out", str(tmp_path / "x")],
+                              capture_output=True, text=True, timeout=120)
+
+    alone = evo("--policy", "mutate:", "--train-every", "2")
+    assert alone.returncode == 2 and "--train ALGO" in alone.stderr
+    sets = evo("--policy", "mutate:", "--train", "vpo")
+    assert sets.returncode == 2 and "single-answer" in sets.stderr
+    mutate = evo("--policy", "mutate:", "--train", "grpo")
+    assert mutate.returncode == 2 and "local:PATH" in mutate.stderr and "Traceback" not in mutate.stderr
