@@ -13,8 +13,10 @@ import time
 import pytest
 import torch
 
+from evo import report
+from evo.commands.show import summary
 from evo.database import Database
-from training import online, tiny
+from training import tiny
 
 pytestmark = pytest.mark.slow
 SPEC = "examples/nguyen7/problem.toml"
@@ -31,7 +33,7 @@ def init_dir(tmp_path_factory):
 
 def command(init_dir, out) -> list[str]:
     return [sys.executable, "-m", "evo", "run", SPEC, "--policy", f"local:{init_dir}", "--train", "grpo",
-            "--train-every", "2", "--train-option", "entropy_coef=0.05", "--train-option", "lr=0.01",
+            "--train-every", "2", "--train-option", "entropy_coef=0.05", "--train-option", "lr=0.01", "--train-option", "kl_coef=0.1",
             "--iterations", str(ITERATIONS), "--batch", "1", "--depth", "1", "--set", "prompt.style=continue",
             "--max-new-tokens", "12", "--seed", "5", "--quiet", "--out", str(out)]
 
@@ -63,11 +65,14 @@ def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_pat
     again, weights_again, metrics_again = outcome(tmp_path / "killed")
     assert len(proposals) == ITERATIONS * 4 and proposals == again
     assert [m["step"] for m in metrics] == [1, 2] and metrics == metrics_again  # steps before groups 3 and 5 (lag 1)
+    assert metrics[0]["kl"] == 0.0 < metrics[1]["kl"]  # step 1 starts from the init weights, step 2 has moved
     assert all(torch.equal(weights[k], weights_again[k]) for k in weights)
     initial = tiny.AutoModelForCausalLM.from_pretrained(init_dir).state_dict()
     assert any(not torch.equal(initial[k], weights[k]) for k in weights)  # the steps moved the weights
-    figures = online.figures(tmp_path / "whole")
-    assert figures["steps"] == 2 and figures["algo"] == "grpo" and figures["seconds"] > 0
+    shown = summary(tmp_path / "whole")["training"]  # evo show --json
+    assert shown["steps"] == 2 and shown["algo"] == "grpo" and shown["seconds"] > 0 and len(shown["curve"]) == 2
+    page = report.write(tmp_path / "whole").read_text()
+    assert "Training during the search" in page and "2 steps" in page
 
 
 def test_train_flags_refuse_what_they_cannot_do(tmp_path):

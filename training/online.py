@@ -43,6 +43,7 @@ from evo.database import DB_FILE
 from evo.database.journal import DUPLICATE, PARSE_ERROR, CandidateJournal
 from evo.database.store import Store
 from evo.errors import UserError
+from evo.training_log import DIRECTORY
 from evo.metrics import pareto_mask
 from evo.policies.base import Completion
 from evo.scores import scalarize
@@ -50,8 +51,7 @@ from training import advantages
 from training.config import TrainConfig
 from training.rollouts import Rollouts
 
-DIRECTORY = "online"
-TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "max_new_tokens")
+TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens")
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,11 @@ class OnlinePolicy:
         self.config = TrainConfig(task="online", algo=settings.algo, init=str(policy.path), out=str(self.directory),
                                   seed=seed, options=dict(settings.options), **settings.train)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
+        self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
+        if self.config.kl_coef > 0:
+            from training import models
+
+            self.reference = models.load(str(policy.path), self.config.model_options)[0]
         self.step = 0
         self.seconds = 0.0
         self._lock = threading.Lock()
@@ -191,8 +196,10 @@ class OnlinePolicy:
         samples = as_rollout([g["prompt"] for g in groups], completions, self.tokenizer.pad_token_id,
                              next(self.model.parameters()).device)
         rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, failed, truncated)
-        state = State(self.config, None, self.model, self.tokenizer, self.optimizer, None, self.step)
+        state = State(self.config, None, self.model, self.tokenizer, self.optimizer, self.reference, self.step)
         record = update(state, rolls, adv)
+        if self.reference is None:
+            record["kl"] = None  # not measured without a reference (kl_coef 0)
         self.step = k
         self.seconds += time.perf_counter() - started
         scalars = scalarize(rewards[:, :, 0], self.weights)
@@ -229,16 +236,4 @@ class OnlinePolicy:
             return np.zeros((0, self.d))
         stacked = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
         return stacked[pareto_mask(stacked)]
-
-
-def figures(run: Path) -> dict | None:
-    """What `evo show` reports of a run's online training (None when it trained nothing)."""
-    path = Path(run) / DIRECTORY / "metrics.jsonl"
-    settings = OnlineSettings.read(run) if (Path(run) / DIRECTORY / "settings.json").exists() else None
-    if settings is None:
-        return None
-    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    last = records[-1] if records else {}
-    return {"algo": settings.algo, "every": settings.every, "steps": len(records),
-            "reward": last.get("scalar"), "kl": last.get("kl"), "seconds": last.get("seconds_total", 0.0)}
 

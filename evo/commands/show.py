@@ -38,7 +38,11 @@ def summary(directory: Path) -> dict:
                 counts, proposed = outcome_counts(connection), policy_counts(connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{legacy}: the old run journal is unreadable ({error})") from None
+    from evo.training_log import figures
+
+    training = figures(directory)
     return {
+        **({"training": training} if training is not None else {}),
         "programs": stats["programs"],
         "failures": stats["failures"],
         "iterations": stats["iterations"],
@@ -161,6 +165,12 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None) -
         scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
         click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{best['code'].rstrip()}")
     _echo_policies(data["policies"])
+    if "training" in data:
+        t = data["training"]
+        reward = "-" if t["reward"] is None else f"{t['reward']:.4g}"
+        kl = "-" if t["kl"] is None else f"{t['kl']:.3g}"
+        click.echo(f"training ({t['algo']}, every {t['every']} iterations): {t['steps']} steps, last reward {reward}, "
+                   f"KL {kl}, {t['seconds']:.1f} s training")
     click.echo(f"pareto front: {len(data['pareto'])} programs")
     for entry in data["pareto"][:20]:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in entry["scores"].items())

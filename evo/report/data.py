@@ -36,17 +36,19 @@ class RunRecords:
     statuses: tuple[tuple[str, str, int], ...]  # (policy, candidate status, count) from the journal
     iterations: int
     policies: tuple[str, ...] = ()  # the run's policy names (run.json)
+    training: dict | None = None  # evo.training_log.figures: the run trained its policy (evo run --train)
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
         from evo.database import Database, database_file
         from evo.run_dir import policy_names
+        from evo.training_log import figures
 
         if not database_file(directory).is_file():
             raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
         with Database.open(directory) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
-                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory))
+                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), figures(directory))
 
 
 def evaluated(records: RunRecords) -> list[Program]:
@@ -146,4 +148,5 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "lineage": lineage(records.programs, best),
         "policies": policy_table(records.statuses, records.programs, records.policies),
         "failures": failures(programs, records.statuses),
+        "training": records.training,
     }
