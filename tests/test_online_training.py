@@ -86,3 +86,20 @@ def test_train_flags_refuse_what_they_cannot_do(tmp_path):
     assert sets.returncode == 2 and "single-answer" in sets.stderr
     mutate = evo("--policy", "mutate:", "--train", "grpo")
     assert mutate.returncode == 2 and "local:PATH" in mutate.stderr and "Traceback" not in mutate.stderr
+
+
+def test_compare_spec_trains_a_named_policy_afresh_in_each_run(init_dir, tmp_path):
+    out = tmp_path / "cmp"
+    args = [sys.executable, "-m", "evo", "compare", "--spec", SPEC, "--policy", f"frozen=local:{init_dir}",
+            "--policy", f"online=local:{init_dir}", "--train", "online=grpo", "--train-every", "1", "--seeds", "2",
+            "--calls", "2", "--set", "prompt.style=continue", "--set", "sandbox.workers=1", "--out", str(out), "--json", "--quiet"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["policies"]["online"]["train"]["algo"] == "grpo" and "train" not in result["policies"]["frozen"]
+    for seed in (0, 1):
+        assert len(list((out / "search" / "online" / f"s{seed}" / "online" / "groups").iterdir())) == 2  # its proposals were recorded
+        assert not (out / "search" / "frozen" / f"s{seed}" / "online").exists()
+    refused = subprocess.run([*args[:6], "--policy", "a=mutate:", "--train", "a=grpo", "--out", str(tmp_path / "x")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "local:PATH" in refused.stderr

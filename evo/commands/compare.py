@@ -72,6 +72,10 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(2), help="--spec: search runs per policy (paired by seed)")
 @click.option("--calls", default=30, show_default=True, type=click.IntRange(1), help="--spec: policy calls per search run")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in evo run")
+@click.option("--train", "train", multiple=True, metavar="NAME=ALGO",
+              help="--spec: train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
+@click.option("--train-every", type=click.IntRange(1), default=None, help="--spec --train: committed iterations per PPO step (default 4)")
+@click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--spec --train: as evo run --train-option")
 @click.option("--policy", "policies", multiple=True, metavar="NAME=URI", help="a policy to compare (repeatable; the first is the baseline)")
 @click.option("--answers", multiple=True, metavar="NAME=M",
               help="answers per completion for a policy (default: from its train_config.json, else 1)")
@@ -89,7 +93,7 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def command(task_name, spec_path, seeds, calls, sets, policies, answers, k_text, instances, pool, temperature,
+def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_options, policies, answers, k_text, instances, pool, temperature,
             tokens_per_answer, search_instances, search_seeds, search_calls, search_instance_seed, seed, out, as_json,
             quiet) -> None:
     """Compare policies on a task (matched-budget sampling metrics, then evolutionary search) or,
@@ -99,9 +103,10 @@ def command(task_name, spec_path, seeds, calls, sets, policies, answers, k_text,
     if spec_path is not None:
         from evo.commands import compare_spec
 
-        return compare_spec.compare(spec_path, policies, sets, seeds, calls, seed, out, as_json, quiet)
-    if sets:
-        raise UserError("--set goes with --spec")
+        return compare_spec.compare(spec_path, policies, sets, seeds, calls, seed, out, as_json, quiet,
+                                    train, train_every, train_options)
+    if sets or train or train_every or train_options:
+        raise UserError("--set and --train go with --spec")
     import tasks
     from evo import policies as registry
     from evo.compare import pools, search, summary

@@ -3,6 +3,7 @@ policies on a user's own problem (evo/compare/spec_search.py), written like `evo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -15,8 +16,42 @@ from evo.commands import params
 from evo.errors import UserError
 
 
+def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, options: tuple[str, ...]) -> dict:
+    """NAME -> OnlineSettings for `--train NAME=ALGO` (policies trained during each of their runs)."""
+    if not pairs:
+        if every is not None or options:
+            raise UserError("--train-every and --train-option go with --train NAME=ALGO")
+        return {}
+    from evo.commands.train import parse_options
+    from training.online import OnlineSettings
+
+    algos = params.parse_pairs(pairs, "--train")
+    for name in algos:
+        if name not in uris:
+            raise UserError(f"--train {name}=...: no --policy named {name!r}")
+        if not uris[name].startswith("local:"):
+            raise UserError(f"--train {name}: only a local:PATH policy trains in this process, not {uris[name]!r}")
+    return {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
+
+
+def trained(settings):
+    """`train(config, policy)` for spec_search.run_one: the run's policy, loaded afresh, training itself."""
+    from evo import policies as registry
+    from training.online import OnlinePolicy
+
+    def wrap(config, policy):
+        spec = config.spec()
+        fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
+        lag = int(config.loop["depth"]) * int(config.loop["batch"])
+        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=lag,
+                            objectives=spec.problem.objectives, weights=spec.problem.weights)
+
+    return wrap
+
+
 def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], seeds: int, calls: int, seed: int,
-            out: Path, as_json: bool, quiet: bool) -> None:
+            out: Path, as_json: bool, quiet: bool, train: tuple[str, ...] = (), train_every: int | None = None,
+            train_options: tuple[str, ...] = ()) -> None:
     from tqdm import tqdm
 
     from evo import policies as registry
@@ -29,6 +64,7 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     uris = params.parse_pairs(policies, "--policy")
     if not uris:
         raise UserError("give at least one --policy NAME=URI")
+    online = trainers(train, uris, train_every, train_options)
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
@@ -40,7 +76,8 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
             runs[name] = []
             for run_seed in range(seed, seed + seeds):
                 directory = out / "search" / name / f"s{run_seed}"
-                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, calls, directory))
+                wrap = trained(online[name]) if name in online else None
+                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, calls, directory, wrap))
                 bar.update(1)
 
     weights = np.asarray(spec.problem.weights, dtype=np.float64)
@@ -52,7 +89,8 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     result = {
         "spec": str(spec.path),
         "overrides": overrides,
-        "policies": {name: {"uri": uri} for name, uri in uris.items()},
+        "policies": {name: {"uri": uri, **({"train": dataclasses.asdict(online[name])} if name in online else {})}
+                     for name, uri in uris.items()},
         "settings": {"seeds": seeds, "calls": calls, "first_seed": seed, "target": target,
                      "hypervolume_reference": None if reference is None else reference.tolist()},
         "search": rows,

@@ -5,7 +5,7 @@ the spec's target was reached."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +31,14 @@ class RunVectors:
     vectors: np.ndarray  # (n, d)
 
 
-def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, calls: int, directory: Path) -> RunVectors:
-    """One `evo run` of the spec with `policy` for `calls` calls (the spec's target kept)."""
+def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, calls: int, directory: Path,
+            train: Callable | None = None) -> RunVectors:
+    """One `evo run` of the spec with `policy` for `calls` calls (the spec's target kept);
+    `train(config, policy)`: the policy that trains itself during the run (evo run --train)."""
     from evo import run_dir
 
     config = run_dir.new_config(spec_path, uri, seed, directory, {**overrides, "search.iterations": calls}, {}, "process")
-    run_dir.execute(config, policy, progress=False)
+    run_dir.execute(config, policy if train is None else train(config, policy), progress=False)
     return run_vectors(directory, calls)
 
 
