@@ -29,12 +29,14 @@ def test_best_so_far_hypervolume_and_success_by_hand():
     assert "success" not in spec_search.columns(best[None], None, target=None)
 
 
-def test_reference_is_shared_and_lowered_to_the_worst_score():
+def test_reference_is_shared_and_below_the_worst_score():
     runs = [RunVectors(np.array([1]), np.array([[0.5, -2.0]])), RunVectors(np.array([1]), np.array([[-1.0, 3.0]]))]
-    np.testing.assert_allclose(spec_search.reference_point(runs, 2), [-1.0, -2.0])
+    # objective 0: worst -1, range 1.5 -> -1.15; objective 1: worst -2, range 5 -> -2.5
+    np.testing.assert_allclose(spec_search.reference_point(runs, 2), [-1.15, -2.5])
+    np.testing.assert_allclose(spec_search.reference_point([RunVectors(np.array([1]), np.array([[0.0, 0.5]]))], 2), [-0.1, -0.1])
     best, volume, reference = spec_search.curves({"a": runs[:1], "b": runs[1:]}, np.ones(2), 2)
     assert set(best) == set(volume) == {"a", "b"} and volume["a"].shape == (1, 2)
-    np.testing.assert_allclose(volume["a"][0], [0.0, 0.0])  # (0.5, -2) has no volume above (-1, -2)
+    np.testing.assert_allclose(volume["a"][0], [1.65 * 0.5, 1.65 * 0.5])  # (0.5, -2) above (-1.15, -2.5)
     _, none, no_reference = spec_search.curves({"a": [RunVectors(np.array([1]), np.ones((1, 5)))]}, np.ones(5), 2)
     assert none == {} and no_reference is None  # more than four objectives: no hypervolume
 
@@ -51,7 +53,7 @@ def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
     rows = result["search"]
     assert rows["a"]["success"]["mean"] == 1.0 and result["median_calls_to_solve"] == {"a": 1.0, "b": 1.0}  # the initial program scores 0.69
     assert rows["b"]["final_best"]["vs_baseline"]["difference"] == 0.0  # the same seeded policy: equal runs, paired
-    assert rows["a"]["final_hypervolume"]["mean"] > 0 and result["settings"]["hypervolume_reference"] == [0.0, 0.0, 0.0]
+    assert rows["a"]["final_hypervolume"]["mean"] > 0 and result["settings"]["hypervolume_reference"] == [-0.1, -0.1, -0.1]
     assert (out / "compare.md").exists() and (out / "curves.npz").exists() and (out / "search" / "b" / "s1" / "run.json").exists()
     both = subprocess.run([sys.executable, "-m", "evo", "compare", "--spec", SPEC, "--task", "maze", "--policy", "a=mutate:"],
                           capture_output=True, text=True, timeout=60)

@@ -73,10 +73,15 @@ def hypervolume_curve(run: RunVectors, reference: np.ndarray, calls: int) -> np.
 
 
 def reference_point(runs: list[RunVectors], d: int) -> np.ndarray:
-    """One reference for every policy: the origin, lowered to the worst score any run found."""
+    """One reference for every policy: below the origin and below the worst score any run found
+    by a tenth of the pooled range (at least 0.1), so a front whose points score zero on some
+    objective still has volume. Scores in [0, 1] get (-0.1, ..., -0.1)."""
     pooled = [run.vectors for run in runs if len(run.vectors)]
-    lowest = np.concatenate(pooled).min(axis=0) if pooled else np.zeros(d)
-    return np.minimum(lowest, 0.0)
+    if not pooled:
+        return np.full(d, -0.1)
+    stacked = np.concatenate(pooled)
+    low = np.minimum(stacked.min(axis=0), 0.0)
+    return low - 0.1 * np.maximum(stacked.max(axis=0) - low, 1.0)
 
 
 def curves(runs: Mapping[str, list[RunVectors]], weights: np.ndarray, calls: int) -> tuple[dict, dict, np.ndarray | None]:
