@@ -1,9 +1,11 @@
-"""Test-time training: the search's own proposals train its `local:` policy during `evo run`.
+"""Test-time training: the search's own proposals train its policy during `evo run`.
 
     policy = OnlinePolicy(LocalPolicy(path), run_directory, settings, seed=0, lag=8, objectives=..., weights=...)
     run_dir.execute(config, policy)            # evo run SPEC --policy local:PATH --train vpo_archive
 
 The loop (evo/loop.py) stays ignorant of training: this wrapper is the Policy it calls. A
+`local:` policy's own torch model is trained; for a `vllm:` policy a torch copy of the
+checkpoint is trained and its weights pushed into the engine after every step (and on resume). A
 group is the completions of one prompt (one iteration); their score vectors are what the
 loop journaled. The rule that makes a run deterministic for a seed whatever the timing, and
 a killed run resume to the same programs and weights:
@@ -97,20 +99,24 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 class OnlinePolicy:
-    """A `local:` policy that trains itself on the run's committed groups (see the module doc)."""
+    """A `local:` or `vllm:` policy that trains itself on the run's committed groups (see the module doc)."""
 
     def __init__(self, policy, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
                  objectives: tuple[str, ...], weights: np.ndarray) -> None:
-        if not hasattr(policy, "sampler"):
-            raise UserError("--train needs a local:PATH policy (trained in this process); not implemented for other policies")
+        if not (hasattr(policy, "sampler") or hasattr(policy, "load_weights")):
+            raise UserError("--train needs a local:PATH or vllm:PATH policy (trained in this process)")
         self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
         self.d, self.weights = len(objectives), np.asarray(weights, dtype=np.float64)
         self.directory = Path(run) / DIRECTORY
         (self.directory / "groups").mkdir(parents=True, exist_ok=True)
         settings.save(run)
         self.database = Path(run) / DB_FILE
-        sampler = policy.sampler
-        self.model, self.tokenizer = sampler.model, sampler.tokenizer
+        if hasattr(policy, "sampler"):  # local: the torch model that samples is the one trained
+            self.model, self.tokenizer = policy.sampler.model, policy.sampler.tokenizer
+        else:  # vllm: a torch copy is trained and its weights pushed into the engine after each step
+            from training import models
+
+            self.model, self.tokenizer = models.load(str(policy.path))
         self.config = TrainConfig(task="online", algo=settings.algo, init=str(policy.path), out=str(self.directory),
                                   seed=seed, options=dict(settings.options), **settings.train)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
@@ -132,8 +138,11 @@ class OnlinePolicy:
             start = self._generated()
             self._catch_up(max(0, start - self.lag))
             ids = [list(x) for x in self.tokenizer(list(prompts), add_special_tokens=True).input_ids]
-            completions = self.policy.sampler.sample(ids, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
-                                                     top_p=top_p, seed=seed, stop=stop).completions
+            options = dict(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop)
+            if hasattr(self.policy, "sampler"):
+                completions = self.policy.sampler.sample(ids, **options).completions
+            else:
+                completions = self.policy.generate(ids, **options)
             for offset, (prompt, row) in enumerate(zip(ids, completions)):
                 self._record(start + offset, start, prompt, row)
             return completions
@@ -148,10 +157,16 @@ class OnlinePolicy:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step, self.seconds = state["step"], state["seconds"]
+        self._push()
         metrics = self.directory / "metrics.jsonl"
         if metrics.exists():
             lines = metrics.read_text().splitlines()[: self.step]
             _write_atomic(metrics, "".join(line + "\n" for line in lines))
+
+    def _push(self) -> None:
+        """A vllm: policy's engine gets the trained weights (a local: policy samples with them already)."""
+        if not hasattr(self.policy, "sampler"):
+            self.policy.load_weights(self.model)
 
     def _save(self, record: dict) -> None:
         """The step's metrics line, then the state (a kill between the two: the line is cut on resume)."""
@@ -201,6 +216,7 @@ class OnlinePolicy:
         if self.reference is None:
             record["kl"] = None  # not measured without a reference (kl_coef 0)
         self.step = k
+        self._push()
         self.seconds += time.perf_counter() - started
         scalars = scalarize(rewards[:, :, 0], self.weights)
         self._save({"step": k, "iterations": [iterations[0], iterations[-1]], "scalar": float(scalars.mean()),

@@ -29,8 +29,8 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
     for name in algos:
         if name not in uris:
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
-        if not uris[name].startswith("local:"):
-            raise UserError(f"--train {name}: only a local:PATH policy trains in this process, not {uris[name]!r}")
+        if not uris[name].startswith(("local:", "vllm:")):
+            raise UserError(f"--train {name}: only a local:PATH or vllm:PATH policy trains in this process, not {uris[name]!r}")
     return {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
 
 

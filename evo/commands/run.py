@@ -135,8 +135,8 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
         spec = run_dir.check_spec(spec_path, overrides)
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)
     online = _online_settings(train_algo, train_every, train_options, resume_dir)
-    if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith("local:")):
-        raise UserError("--train trains the policy in this process: give one --policy local:PATH")
+    if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith(("local:", "vllm:"))):
+        raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
     _set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
