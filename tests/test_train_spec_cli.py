@@ -52,11 +52,11 @@ def test_train_on_a_spec_from_a_run_and_resume(init_dir, tmp_path):
         assert db.iteration == 2  # the run itself is left as it was
 
 
-def test_spec_flags_refuse_what_they_cannot_do(init_dir, tmp_path):
+def test_spec_flags_refuse_what_they_cannot_do(init_dir, tmp_path, capsys):
+    from tests.test_online_training import refused
+
     common = ["--init", str(init_dir), "--out", str(tmp_path / "x"), "--prompts", "2", "--group", "2", "--max-new-tokens", "8"]
-    alone = evo("--task", "maze", "--from-run", str(tmp_path), *common)
-    assert alone.returncode == 2 and "--spec" in alone.stderr
-    both = evo("--task", "maze", "--spec", SPEC, *common)
-    assert both.returncode == 2 and "not both" in both.stderr
-    sets = evo("--spec", SPEC, "--algo", "vpo", *common)
-    assert sets.returncode == 2 and "set-answer prompt" in sets.stderr and "Traceback" not in sets.stderr
+    assert "--spec" in refused(capsys, "train", "--task", "maze", "--from-run", str(tmp_path), *common)
+    assert "not both" in refused(capsys, "train", "--task", "maze", "--spec", SPEC, *common)
+    assert "set-answer prompt" in refused(capsys, "train", "--spec", SPEC, "--algo", "vpo", *common)
+    assert "goal-answer prompt" in refused(capsys, "train", "--spec", SPEC, "--algo", "goal_grpo", *common)
