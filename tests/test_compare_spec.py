@@ -11,6 +11,7 @@ import pytest
 
 from evo.compare import spec_search
 from evo.compare.spec_search import RunVectors
+from tests.evo_cli import refused
 
 SPEC = "examples/nguyen7/problem.toml"
 
@@ -58,8 +59,6 @@ def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
 
 
 def test_compare_takes_a_task_or_a_spec(capsys):
-    from tests.test_online_training import refused
-
     assert "one of them" in refused(capsys, "compare", "--spec", SPEC, "--task", "maze", "--policy", "a=mutate:")
     assert "one of them" in refused(capsys, "compare", "--policy", "a=mutate:")
     assert "--set and --train go with --spec" in refused(capsys, "compare", "--task", "maze", "--policy", "a=mutate:",

@@ -16,6 +16,7 @@ import torch
 from evo import report
 from evo.commands.show import summary
 from evo.database import Database
+from tests.evo_cli import refused
 from training import tiny
 
 pytestmark = pytest.mark.slow
@@ -73,16 +74,6 @@ def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_pat
     assert shown["steps"] == 2 and shown["algo"] == "grpo" and shown["seconds"] > 0 and len(shown["curve"]) == 2
     page = report.write(tmp_path / "whole").read_text()
     assert "Training during the search" in page and "2 steps" in page
-
-
-def refused(capsys, *args: str) -> str:
-    """The one line `evo ARGS` stops with (exit code 2), run in this process."""
-    from evo.cli import main
-
-    with pytest.raises(SystemExit) as stop:
-        main(list(args))
-    assert stop.value.code == 2
-    return capsys.readouterr().err
 
 
 def test_train_flags_refuse_what_they_cannot_do(tmp_path, capsys):

@@ -12,6 +12,7 @@ from evo import spec as specs
 from evo.database import Database
 from evo.policies.base import Completion
 from training import checkpoint, tiny
+from tests.evo_cli import refused
 from training.spec_task import SpecTask
 
 pytestmark = pytest.mark.slow
@@ -53,8 +54,6 @@ def test_train_on_a_spec_from_a_run_and_resume(init_dir, tmp_path):
 
 
 def test_spec_flags_refuse_what_they_cannot_do(init_dir, tmp_path, capsys):
-    from tests.test_online_training import refused
-
     common = ["--init", str(init_dir), "--out", str(tmp_path / "x"), "--prompts", "2", "--group", "2", "--max-new-tokens", "8"]
     assert "--spec" in refused(capsys, "train", "--task", "maze", "--from-run", str(tmp_path), *common)
     assert "not both" in refused(capsys, "train", "--task", "maze", "--spec", SPEC, *common)
