@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -30,6 +31,26 @@ class Rollouts:
     rewards: np.ndarray  # (B, G, m, d)
     parse_failed: np.ndarray  # (B, G) bool
     truncated: np.ndarray  # (B, G) bool
+
+
+@runtime_checkable
+class BatchScored(Protocol):
+    """Optional: a single-answer task that scores a whole step's completions at once (e.g. a
+    spec's programs, concurrently in a sandbox pool: training/spec_task.py), whose prompts may
+    end at stop strings, and whose prompts were built against an archive of earlier answers."""
+
+    def stop(self, instances: Sequence[Instance]) -> tuple[str, ...]:
+        """The stop strings of these instances' prompts."""
+        ...
+
+    def score_completions(self, instances: Sequence[Instance], completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        """Rewards (B * G, 1, d) and parsed (B * G,) of each instance's G completions (objects
+        with `text` and `finish_reason`), under the shared scoring rules."""
+        ...
+
+    def archive(self, instances: Sequence[Instance]) -> np.ndarray:
+        """(B, p, d): the archive each prompt was built against, NaN-padded."""
+        ...
 
 
 def answers_for(algo: str, m: int) -> int:
@@ -73,16 +94,21 @@ def collect(
     texts (token ids; default: the texts, tokenized by the sampler)."""
     prompts = [task.prompt(i, m) for i in instances] if prompts is None else list(prompts)
     sampler = sampler if sampler is not None else Sampler(model, tokenizer)
+    batched = isinstance(task, BatchScored)
+    stop = task.stop(instances) if batched else ()
     samples = sampler.sample(encode(prompts) if encode is not None else prompts, n=group, max_new_tokens=max_new_tokens,
-                             temperature=temperature, top_p=top_p, seed=seed)
+                             temperature=temperature, top_p=top_p, seed=seed, **({"stop": stop} if stop else {}))
     flat = [c for row in samples.completions for c in row]
     texts = [c.text for c in flat]
     finished = [c.finish_reason == "stop" for c in flat]
     b, d = len(instances), len(task.objectives)
-    rewards = np.zeros((b * group, m, d))
-    parsed = np.zeros(b * group, dtype=bool)
-    for row, text in enumerate(texts):
-        rewards[row], parsed[row] = score_completion(task, instances[row // group], text, finished[row], m)
+    if batched:
+        rewards, parsed = task.score_completions(instances, samples.completions)
+    else:
+        rewards = np.zeros((b * group, m, d))
+        parsed = np.zeros(b * group, dtype=bool)
+        for row, text in enumerate(texts):
+            rewards[row], parsed[row] = score_completion(task, instances[row // group], text, finished[row], m)
     return Rollouts(
         instances=list(instances),
         samples=samples,

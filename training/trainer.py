@@ -24,7 +24,7 @@ from tasks.base import Similar
 from training import advantages, checkpoint, diversity, memory, models
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
-from training.rollouts import Rollouts, answers_for, check_template, collect
+from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
 
 
 MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "peak_memory_gib", "tokens_per_s")  # not seeded
@@ -126,6 +126,8 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
                         top_p=config.top_p, seed=sample_seed, prompts=prompts, sampler=state.sampler, encode=state.encode)
     rewards = shaped_rewards(state, rolls)
     extra = {} if goals is None else {"goals": goals}
+    if advantages.entry(config.algo).archive and isinstance(state.task, BatchScored):
+        extra["archive"] = state.task.archive(instances)  # each prompt's database front (vpo_archive)
     adv = advantages.compute(config.algo, rewards, weights=state.task.weights, rng=rng, **extra, **config.options)
     return rolls, adv
 

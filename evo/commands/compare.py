@@ -1,4 +1,5 @@
-"""`evo compare --task T --policy NAME=URI ... [--k 1,5,10,30] [--out DIR] [--json]`."""
+"""`evo compare --task T --policy NAME=URI ... [--k 1,5,10,30] [--out DIR] [--json]`, and
+`evo compare --spec SPEC --policy NAME=URI ... --seeds S --calls C` (evo/commands/compare_spec.py)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,16 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 
 
 @click.command(name="compare")
-@click.option("--task", "task_name", required=True, help="a registered task family (see evo tasks)")
+@click.option("--task", "task_name", help="a registered task family (see evo tasks)")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="instead of --task: compare by search on your own problem spec (with --seeds, --calls, --set)")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(2), help="--spec: search runs per policy (paired by seed)")
+@click.option("--calls", default=30, show_default=True, type=click.IntRange(1), help="--spec: policy calls per search run")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in evo run")
+@click.option("--train", "train", multiple=True, metavar="NAME=ALGO",
+              help="--spec: train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
+@click.option("--train-every", type=click.IntRange(1), default=None, help="--spec --train: committed iterations per PPO step (default 4)")
+@click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--spec --train: as evo run --train-option")
 @click.option("--policy", "policies", multiple=True, metavar="NAME=URI", help="a policy to compare (repeatable; the first is the baseline)")
 @click.option("--answers", multiple=True, metavar="NAME=M",
               help="answers per completion for a policy (default: from its train_config.json, else 1)")
@@ -83,9 +93,20 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def command(task_name, policies, answers, k_text, instances, pool, temperature, tokens_per_answer, search_instances,
-            search_seeds, search_calls, search_instance_seed, seed, out, as_json, quiet) -> None:
-    """Compare policies on a task: matched-budget sampling metrics, then evolutionary search."""
+def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_options, policies, answers, k_text, instances, pool, temperature,
+            tokens_per_answer, search_instances, search_seeds, search_calls, search_instance_seed, seed, out, as_json,
+            quiet) -> None:
+    """Compare policies on a task (matched-budget sampling metrics, then evolutionary search) or,
+    with --spec, by evolutionary search on your own problem."""
+    if (task_name is None) == (spec_path is None):
+        raise UserError("give --task T (a task family) or --spec PROBLEM.toml (your problem), one of them")
+    if spec_path is not None:
+        from evo.commands import compare_spec
+
+        return compare_spec.compare(spec_path, policies, sets, seeds, calls, seed, out, as_json, quiet,
+                                    train, train_every, train_options)
+    if sets or train or train_every or train_options:
+        raise UserError("--set and --train go with --spec")
     import tasks
     from evo import policies as registry
     from evo.compare import pools, search, summary

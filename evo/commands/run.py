@@ -114,9 +114,14 @@ def _set_threads(threads: int | None, policy_uris) -> None:
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads for a local: policy (default: half the cores; the rest evaluate)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--train", "train_algo", default=None, metavar="ALGO",
+              help="train the local: policy during the search with this estimator (e.g. vpo_archive, grpo); docs/training.md")
+@click.option("--train-every", type=click.IntRange(min=1), default=None, help="--train: committed iterations per PPO step (default 4)")
+@click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE",
+              help="--train: lr, entropy_coef, eps_low, ... or an estimator option (K=100)")
 @_spec_options
 def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, depth, max_new_tokens,
-            temperature, top_p, sets, threads, quiet, **options) -> None:
+            temperature, top_p, sets, threads, quiet, train_algo, train_every, train_options, **options) -> None:
     """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
     from evo import policies, run_dir
     from evo.policies import fit
@@ -140,11 +145,44 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)
         for uri in named.values():
             fit.check(spec, uri)  # a local: model too small for these prompts: before its weights load
+    online = _online_settings(train_algo, train_every, train_options, resume_dir)
+    if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith(("local:", "vllm:"))):
+        raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
     _set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
         single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
         config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
                                     loop_options, executor or "process")
+    if online is not None or (resume_dir is not None and (resume_dir / "online" / "settings.json").exists()):
+        loaded = _trained_online(config, loaded, online)
     summary = run_dir.execute(config, loaded, progress=not quiet)
     click.echo(summary)
+
+
+def _online_settings(algo: str | None, every: int | None, pairs: tuple[str, ...], resume_dir: Path | None):
+    """`--train` settings (training/online.py), checked before any work; None without --train."""
+    if algo is None:
+        if every is not None or pairs:
+            raise UserError("--train-every and --train-option go with --train ALGO")
+        return None
+    if resume_dir is not None:
+        raise UserError("--resume DIR keeps the run's --train settings; give only --resume")
+    from evo.commands.train import parse_options
+    from training.online import OnlineSettings
+
+    return OnlineSettings.of(algo, every or 4, parse_options(pairs))
+
+
+def _trained_online(config, loaded: dict, settings) -> dict:
+    """The run's one policy wrapped to train itself on the run's committed groups."""
+    from training.online import OnlinePolicy, OnlineSettings
+
+    settings = settings or OnlineSettings.read(config.directory)
+    if len(loaded) != 1:
+        raise UserError("--train trains one policy; give a single --policy local:PATH")
+    spec = config.spec()
+    (name, policy), = loaded.items()
+    lag = int(config.loop["depth"]) * int(config.loop["batch"])
+    return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=lag,
+                               objectives=spec.problem.objectives, weights=spec.problem.weights)}

@@ -42,7 +42,11 @@ def summary(directory: Path) -> dict:
                 counts, proposed = outcome_counts(connection), policy_counts(connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{legacy}: the old run journal is unreadable ({error})") from None
+    from evo.training_log import figures
+
+    training = figures(directory)
     return {
+        **({"training": training} if training is not None else {}),
         "programs": stats["programs"],
         "failures": stats["failures"],
         "iterations": stats["iterations"],
@@ -179,6 +183,12 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None, f
         scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
         click.echo(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{printable(best['code'].rstrip())}")
     _echo_policies(data["policies"])
+    if "training" in data:
+        t = data["training"]
+        reward = "-" if t["reward"] is None else f"{t['reward']:.4g}"
+        kl = "-" if t["kl"] is None else f"{t['kl']:.3g}"
+        click.echo(f"training ({t['algo']}, every {t['every']} iterations): {t['steps']} steps, last reward {reward}, "
+                   f"KL {kl}, {t['seconds']:.1f} s training")
     front = data["pareto"]
     click.echo(f"pareto front: {len(front)} distinct score vectors ({sum(e['count'] for e in front)} programs)")
     for entry in front[:20]:

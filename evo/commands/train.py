@@ -75,7 +75,7 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
     if holds_run(out, engine):
         raise UserError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if init is None or settings["task"] is None:
-        raise UserError("--task and --init are required (unless --resume)")
+        raise UserError("--task (or --spec) and --init are required (unless --resume)")
     check_weights(Path(init))
     try:
         return TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
@@ -93,9 +93,13 @@ def refuse_changes(config, given: dict) -> None:
                             "(drop the flag, or start a new --out with --init set to this run)")
 
 
-def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool, given: set[str] | None = None) -> list[dict]:
-    """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config`; `given`: the
-    flags set on the command line (TRL refuses those it cannot honour)."""
+def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool, given: set[str] | None = None,
+               task=None) -> list[dict]:
+    """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config` (and `task`,
+    when it is not a registered family: a problem spec's); `given`: the flags set on the
+    command line (TRL refuses those it cannot honour)."""
+    if engine == "trl" and task is not None:
+        raise UserError("--spec trains with the project's trainer; drop --engine trl")
     if engine == "trl":
         from training.integrations.trl import run as run_trl
 
@@ -105,15 +109,60 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
     from training.trainer import run
 
     try:
-        return run(config, resume=resume, progress=progress)
+        return run(config, resume=resume, progress=progress, task=task)
     except TypeError as error:  # an estimator option it does not take
         raise UserError(f"bad --option for {config.algo}: {error}") from None
 
 
+def spec_source(spec: Path | None, from_run: Path | None, sets: tuple[str, ...], settings: dict, out: Path):
+    """The SpecSource of `--spec` (None without it); fills `task` and the default `algo`."""
+    if spec is None:
+        if from_run is not None or sets:
+            raise UserError("--from-run and --set go with --spec PROBLEM.toml")
+        settings["algo"] = settings["algo"] or "vpo"
+        return None
+    if settings["task"] is not None:
+        raise UserError("give --task (a built-in family) or --spec (a problem spec), not both")
+    from evo.commands.run import spec_overrides
+    from evo.database import DB_FILE
+    from training.advantages import entry
+    from training.spec_task import SpecSource
+
+    algo = settings["algo"] or "vpo_archive"
+    if entry(algo).prompt != "single":
+        raise UserError(f"{algo} needs a {entry(algo).prompt}-answer prompt; a spec's prompts ask for one program: "
+                        "use vpo_archive or another single-answer estimator (evo train --list-algos)")
+
+    source = SpecSource(str(spec.resolve()), spec_overrides({}, sets), None if from_run is None else str(from_run.resolve()))
+    source.load()  # a bad spec or override: one line, before anything is written
+    if (out / DB_FILE).exists():
+        raise UserError(f"{out} already holds a program database ({DB_FILE}); pass --resume or choose another --out")
+    settings["task"], settings["algo"] = source.task_name, algo
+    return source
+
+
+def open_spec_task(config, source):
+    """The spec's training task over the database in --out (None for a built-in task family)."""
+    from training.spec_task import TASK_PREFIX, SpecSource
+
+    if not config.task.startswith(TASK_PREFIX):
+        return None
+    out = Path(config.out)
+    source = source or SpecSource.read(out)
+    out.mkdir(parents=True, exist_ok=True)
+    source.save(out)
+    return source.open(out, seed=config.seed, prompts_per_step=config.prompts)
+
+
 @click.command()
 @click.option("--task", help="Task family (see `evo tasks`).")
-@click.option("--algo", type=params.LazyChoice("training.advantages:REGISTRY"), default="vpo", show_default=True,
-              help="Advantage estimator.")
+@click.option("--spec", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="Train on a problem spec instead: the search's prompts, parser and sandboxed scorer.")
+@click.option("--from-run", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="--spec: start from this `evo run` directory's program database (copied into --out).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in `evo run`.")
+@click.option("--algo", type=params.LazyChoice("training.advantages:REGISTRY"), default=None,
+              help="Advantage estimator (default: vpo; vpo_archive with --spec).")
 @click.option("--list-algos", is_flag=True, expose_value=False, is_eager=True, callback=list_algos,
               help="Print each estimator and the prompt it trains on (single, set or goal), then exit.")
 @click.option("--init", type=click.Path(file_okay=False), help="Hugging Face directory to start from.")
@@ -161,9 +210,10 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
 @config_option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
 @config_option("--lora-rank", type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
 @config_option("--lora-alpha", type=float)
-def command(init, steps, out, resume, options, vllm_options, threads, progress, engine, use_vllm, **settings) -> None:
-    """RL-train a checkpoint; writes a Hugging Face directory, metrics.jsonl and trainer state.
-    The last line printed is a JSON summary."""
+def command(init, steps, out, resume, options, vllm_options, threads, progress, engine, use_vllm, spec, from_run, sets,
+            **settings) -> None:
+    """RL-train a checkpoint on a task family (--task) or on a problem spec (--spec); writes a
+    Hugging Face directory, metrics.jsonl and trainer state. The last line printed is a JSON summary."""
     import torch
 
     settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
@@ -173,11 +223,17 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
                     if source(name) == click.core.ParameterSource.COMMANDLINE}
     if init is not None and not (Path(init) / "config.json").exists():
         raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
+    source = None if resume else spec_source(spec, from_run, sets, settings, Path(out))
     config = build_config(Path(out), resume, init, steps, settings, engine)
     torch.set_num_threads(threads)
     context = click.get_current_context()
     given = {name for name in settings if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
-    records = train_with(engine, config, resume=resume, use_vllm=use_vllm, progress=progress, given=given)
+    task = open_spec_task(config, source)
+    try:
+        records = train_with(engine, config, resume=resume, use_vllm=use_vllm, progress=progress, given=given, task=task)
+    finally:
+        if task is not None:
+            task.close()
     last = records[-1] if records else {}
     click.echo(json.dumps({"out": config.out, "algo": config.algo, "steps": config.steps,
                            **{k: last[k] for k in ("scalar", "best_in_set", "diversity") if k in last}}))

@@ -40,17 +40,20 @@ class RunRecords:
     iterations: int
     policies: tuple[str, ...] = ()  # the run's policy names (run.json)
     minimize: tuple[str, ...] = ()  # objectives stored negated: shown with their real values
+    training: dict | None = None  # evo.training_log.figures: the run trained its policy (evo run --train)
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
         from evo.database import Database, database_file
         from evo.run_dir import policy_names
+        from evo.training_log import figures
 
         if not database_file(directory).is_file():
             raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
         with Database.open(directory, read_only=True) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
-                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), db.config.minimize)
+                       tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), db.config.minimize,
+                       figures(directory))
 
 
 def evaluated(records: RunRecords) -> list[Program]:
@@ -169,4 +172,5 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "policies": policy_table(records.statuses, records.programs, records.policies),
         "failures": failures(programs, records.statuses),
         "why": failure_messages.common(programs),
+        "training": records.training,
     }

@@ -120,6 +120,18 @@ def _why(page: dict) -> str:
     return _table(["children", "kind", "message (numbers aside)", "example", "its output ended with"], rows)
 
 
+def _training(page: dict) -> str:
+    """The policy's training during the search (evo run --train); '' when it did not train."""
+    t = page.get("training")
+    if t is None:
+        return ""
+    rows = [[step, "-" if reward is None else f"{reward:.4g}", "-" if kl is None else f"{kl:.3g}"]
+            for step, reward, kl in t["curve"]]
+    head = (f"<p>{escape(str(t['algo']))}, one PPO step every {t['every']} committed iterations: {t['steps']} steps, "
+            f"{t['seconds']:.1f} s spent training.</p>")
+    return head + (_table(["step", "reward (mean scalar)", "KL"], rows) if rows else "")
+
+
 SECTIONS = (
     ("Best so far", _curves),
     ("Pareto front", _front),
@@ -128,12 +140,14 @@ SECTIONS = (
     ("Policies", _policies),
     ("Failures by kind", _failures),
     ("Why children fail", _why),
+    ("Training during the search", _training),
 )
 
 
 def render(page: dict) -> str:
     """The whole HTML document."""
     title = f"evo report: {page['name']}"
-    body = "".join(f"<h2>{escape(heading)}</h2>{section(page)}" for heading, section in SECTIONS)
+    parts = ((heading, section(page)) for heading, section in SECTIONS)
+    body = "".join(f"<h2>{escape(heading)}</h2>{html}" for heading, html in parts if html)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f'<style>{STYLE}</style></head><body><h1>{escape(title)}</h1>{_summary(page)}{body}</body></html>\n')

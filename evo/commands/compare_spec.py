@@ -1,0 +1,137 @@
+"""`evo compare --spec SPEC --policy NAME=URI ... --seeds S --calls C`: search-only comparison of
+policies on a user's own problem (evo/compare/spec_search.py), written like `evo compare --task`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from evo.commands import params
+from evo.errors import UserError
+
+
+def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, options: tuple[str, ...]) -> dict:
+    """NAME -> OnlineSettings for `--train NAME=ALGO` (policies trained during each of their runs)."""
+    if not pairs:
+        if every is not None or options:
+            raise UserError("--train-every and --train-option go with --train NAME=ALGO")
+        return {}
+    from evo.commands.train import parse_options
+    from training.online import OnlineSettings
+
+    algos = params.parse_pairs(pairs, "--train")
+    for name in algos:
+        if name not in uris:
+            raise UserError(f"--train {name}=...: no --policy named {name!r}")
+        if not uris[name].startswith(("local:", "vllm:")):
+            raise UserError(f"--train {name}: only a local:PATH or vllm:PATH policy trains in this process, not {uris[name]!r}")
+    return {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
+
+
+def trained(settings):
+    """`train(config, policy)` for spec_search.run_one: the run's policy, loaded afresh, training itself."""
+    from evo import policies as registry
+    from training.online import OnlinePolicy
+
+    def wrap(config, policy):
+        spec = config.spec()
+        fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
+        lag = int(config.loop["depth"]) * int(config.loop["batch"])
+        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=lag,
+                            objectives=spec.problem.objectives, weights=spec.problem.weights)
+
+    return wrap
+
+
+def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], seeds: int, calls: int, seed: int,
+            out: Path, as_json: bool, quiet: bool, train: tuple[str, ...] = (), train_every: int | None = None,
+            train_options: tuple[str, ...] = ()) -> None:
+    from tqdm import tqdm
+
+    from evo import policies as registry
+    from evo.commands.run import spec_overrides
+    from evo.compare import spec_search, summary
+    from evo.run_dir import check_spec
+
+    overrides = spec_overrides({}, sets)
+    spec = check_spec(spec_path, overrides)
+    uris = params.parse_pairs(policies, "--policy")
+    if not uris:
+        raise UserError("give at least one --policy NAME=URI")
+    online = trainers(train, uris, train_every, train_options)
+    if (out / "compare.json").exists() or (out / "search").exists():
+        raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
+    loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list] = {}
+    with tqdm(total=len(uris) * seeds, disable=quiet, unit="run", dynamic_ncols=True) as bar:
+        for name, uri in uris.items():
+            bar.set_description(f"searching {name}")
+            runs[name] = []
+            for run_seed in range(seed, seed + seeds):
+                directory = out / "search" / name / f"s{run_seed}"
+                wrap = trained(online[name]) if name in online else None
+                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, calls, directory, wrap))
+                bar.update(1)
+
+    weights = np.asarray(spec.problem.weights, dtype=np.float64)
+    target = spec.search.target
+    best, volume, reference = spec_search.curves(runs, weights, calls)
+    columns = {name: spec_search.columns(best[name], volume.get(name), target) for name in uris}
+    baseline = next(iter(uris))
+    rows = summary.table(columns, baseline, seed=seed)
+    result = {
+        "spec": str(spec.path),
+        "overrides": overrides,
+        "policies": {name: {"uri": uri, **({"train": dataclasses.asdict(online[name])} if name in online else {})}
+                     for name, uri in uris.items()},
+        "settings": {"seeds": seeds, "calls": calls, "first_seed": seed, "target": target,
+                     "hypervolume_reference": None if reference is None else reference.tolist()},
+        "search": rows,
+        "median_calls_to_solve": {name: spec_search.calls_to_solve(best[name], target) for name in uris},
+        "command": shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None,
+    }
+    text = markdown(result, rows, baseline, seeds)
+    (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "compare.md").write_text(text)
+    np.savez_compressed(out / "curves.npz", **{f"best_{k}": v for k, v in best.items()},
+                        **{f"hypervolume_{k}": v for k, v in volume.items()})
+    written = plots(best, volume, out)
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(text + "".join(f"wrote {p}\n" for p in [out / "compare.md", out / "compare.json", *written]))
+
+
+def markdown(result: dict, rows: dict, baseline: str, seeds: int) -> str:
+    from evo.compare import summary
+
+    settings = result["settings"]
+    lines = [f"# evo compare: {result['spec']}", "", f"## Evolutionary search ({settings['calls']} calls per run)", "",
+             summary.markdown(rows, baseline, seeds).replace("held-out instances", "run seeds (paired by seed)")]
+    if settings["target"] is not None:
+        lines += [f"Success: the best scalar reached the spec's target {settings['target']:g}. Median calls to solve: "
+                  + ", ".join(f"{name} {'-' if c is None else f'{c:.0f}'}" for name, c in result["median_calls_to_solve"].items()), ""]
+    if settings["hypervolume_reference"] is not None:
+        lines += [f"Hypervolume of the front found so far above {settings['hypervolume_reference']}.", ""]
+    if result["command"]:
+        lines += ["Reproduce:", "", "```bash", result["command"], "```", ""]
+    return "\n".join(lines)
+
+
+def plots(best: dict, volume: dict, out: Path) -> list[Path]:
+    from evo.compare import plots as plotting
+
+    if not plotting.available():
+        click.echo("plots skipped: matplotlib is missing (pip install 'vpo-evo[plots]')", err=True)
+        return []
+    written = [plotting.evolution(best, out / "evolution.png", ylabel="best scalar so far")]
+    if volume:
+        written.append(plotting.evolution(volume, out / "hypervolume.png", ylabel="front hypervolume so far"))
+    return written

@@ -1,0 +1,65 @@
+"""`evo compare --spec`: the curves' arithmetic by hand, and the command on nguyen7 with `mutate:`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from evo.compare import spec_search
+from evo.compare.spec_search import RunVectors
+from tests.evo_cli import refused
+
+SPEC = "examples/nguyen7/problem.toml"
+
+
+def test_best_so_far_hypervolume_and_success_by_hand():
+    run = RunVectors(np.array([1, 1, 3]), np.array([[0.2, 0.4], [0.5, 0.1], [0.6, 0.6]]))
+    best = spec_search.best_curve(run, np.ones(2), 4)
+    np.testing.assert_allclose(best, [0.3, 0.3, 0.6, 0.6])
+    # call 1: boxes 0.2 x 0.4 and 0.5 x 0.1 overlap in 0.2 x 0.1 -> 0.11; call 3: 0.6 x 0.6 covers both
+    volume = spec_search.hypervolume_curve(run, np.zeros(2), 4)
+    np.testing.assert_allclose(volume, [0.11, 0.11, 0.36, 0.36])
+    columns = spec_search.columns(best[None], volume[None], target=0.5)
+    assert columns["success"].tolist() == [1.0] and columns["final_best"].tolist() == [0.6]
+    np.testing.assert_allclose(columns["mean_best_so_far"], [0.45])
+    assert spec_search.calls_to_solve(best[None], 0.5) == 3 and spec_search.calls_to_solve(best[None], 0.9) is None
+    assert "success" not in spec_search.columns(best[None], None, target=None)
+
+
+def test_reference_is_shared_and_below_the_worst_score():
+    runs = [RunVectors(np.array([1]), np.array([[0.5, -2.0]])), RunVectors(np.array([1]), np.array([[-1.0, 3.0]]))]
+    # objective 0: worst -1, range 1.5 -> -1.15; objective 1: worst -2, range 5 -> -2.5
+    np.testing.assert_allclose(spec_search.reference_point(runs, 2), [-1.15, -2.5])
+    np.testing.assert_allclose(spec_search.reference_point([RunVectors(np.array([1]), np.array([[0.0, 0.5]]))], 2), [-0.1, -0.1])
+    best, volume, reference = spec_search.curves({"a": runs[:1], "b": runs[1:]}, np.ones(2), 2)
+    assert set(best) == set(volume) == {"a", "b"} and volume["a"].shape == (1, 2)
+    np.testing.assert_allclose(volume["a"][0], [1.65 * 0.5, 1.65 * 0.5])  # (0.5, -2) above (-1.15, -2.5)
+    _, none, no_reference = spec_search.curves({"a": [RunVectors(np.array([1]), np.ones((1, 5)))]}, np.ones(5), 2)
+    assert none == {} and no_reference is None  # more than four objectives: no hypervolume
+
+
+@pytest.mark.slow
+def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
+    out = tmp_path / "cmp"
+    args = [sys.executable, "-m", "evo", "compare", "--spec", SPEC, "--policy", "a=mutate:", "--policy", "b=mutate:",
+            "--seeds", "2", "--calls", "3", "--set", "search.target=0.6", "--set", "sandbox.workers=1",
+            "--out", str(out), "--json", "--quiet"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = result["search"]
+    assert rows["a"]["success"]["mean"] == 1.0 and result["median_calls_to_solve"] == {"a": 1.0, "b": 1.0}  # the initial program scores 0.69
+    assert rows["b"]["final_best"]["vs_baseline"]["difference"] == 0.0  # the same seeded policy: equal runs, paired
+    assert rows["a"]["final_hypervolume"]["mean"] > 0 and result["settings"]["hypervolume_reference"] == [-0.1, -0.1, -0.1]
+    assert (out / "compare.md").exists() and (out / "curves.npz").exists() and (out / "search" / "b" / "s1" / "run.json").exists()
+
+
+def test_compare_takes_a_task_or_a_spec(capsys):
+    assert "one of them" in refused(capsys, "compare", "--spec", SPEC, "--task", "maze", "--policy", "a=mutate:")
+    assert "one of them" in refused(capsys, "compare", "--policy", "a=mutate:")
+    assert "--set and --train go with --spec" in refused(capsys, "compare", "--task", "maze", "--policy", "a=mutate:",
+                                                         "--set", "search.islands=1")

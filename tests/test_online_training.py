@@ -1,0 +1,104 @@
+"""`evo run --train`: the search trains its own local policy; a SIGKILLed run resumes to the
+same programs and weights as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from evo import report
+from evo.commands.show import summary
+from evo.database import Database
+from tests.evo_cli import refused
+from training import tiny
+
+pytestmark = pytest.mark.slow
+SPEC = "examples/nguyen7/problem.toml"
+ITERATIONS = 6
+
+
+@pytest.fixture(scope="module")
+def init_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("init")
+    tok = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tok, context=2048, seed=3), tok, path)
+    return path
+
+
+def command(init_dir, out) -> list[str]:
+    return [sys.executable, "-m", "evo", "run", SPEC, "--policy", f"local:{init_dir}", "--train", "grpo",
+            "--train-every", "2", "--train-option", "entropy_coef=0.05", "--train-option", "lr=0.01", "--train-option", "kl_coef=0.1",
+            "--iterations", str(ITERATIONS), "--batch", "1", "--depth", "1", "--set", "prompt.style=continue",
+            "--max-new-tokens", "12", "--seed", "5", "--quiet", "--out", str(out)]
+
+
+def outcome(out) -> tuple[list, dict, list]:
+    with Database.open(out) as db:
+        proposals = [(c.iteration, c.slot, c.code, c.status) for c in db.journal.candidates(since=0)]
+    weights = torch.load(out / "online" / "state.pt", weights_only=False)["model"]
+    metrics = [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds")}
+               for line in (out / "online" / "metrics.jsonl").read_text().splitlines()]
+    return proposals, weights, metrics
+
+
+def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_path):
+    whole = subprocess.run(command(init_dir, tmp_path / "whole"), capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    killed = subprocess.Popen(command(init_dir, tmp_path / "killed"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not (tmp_path / "killed" / "online" / "state.pt").exists() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    with Database.open(tmp_path / "killed") as db:
+        assert db.iteration < ITERATIONS  # killed mid-run
+    resumed = subprocess.run([sys.executable, "-m", "evo", "run", "--resume", str(tmp_path / "killed"), "--quiet"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    proposals, weights, metrics = outcome(tmp_path / "whole")
+    again, weights_again, metrics_again = outcome(tmp_path / "killed")
+    assert len(proposals) == ITERATIONS * 4 and proposals == again
+    assert [m["step"] for m in metrics] == [1, 2] and metrics == metrics_again  # steps before groups 3 and 5 (lag 1)
+    assert metrics[0]["kl"] == 0.0 < metrics[1]["kl"]  # step 1 starts from the init weights, step 2 has moved
+    assert all(torch.equal(weights[k], weights_again[k]) for k in weights)
+    initial = tiny.AutoModelForCausalLM.from_pretrained(init_dir).state_dict()
+    assert any(not torch.equal(initial[k], weights[k]) for k in weights)  # the steps moved the weights
+    shown = summary(tmp_path / "whole")["training"]  # evo show --json
+    assert shown["steps"] == 2 and shown["algo"] == "grpo" and shown["seconds"] > 0 and len(shown["curve"]) == 2
+    page = report.write(tmp_path / "whole").read_text()
+    assert "Training during the search" in page and "2 steps" in page
+
+
+def test_train_flags_refuse_what_they_cannot_do(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "x")]
+    assert "--train ALGO" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train-every", "2", *out)
+    assert "single-answer" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "vpo", *out)
+    assert "local:PATH" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "grpo", *out)
+    assert not (tmp_path / "x").exists()  # refused before the run directory is made
+
+
+def test_compare_spec_trains_a_named_policy_afresh_in_each_run(init_dir, tmp_path):
+    out = tmp_path / "cmp"
+    args = [sys.executable, "-m", "evo", "compare", "--spec", SPEC, "--policy", f"frozen=local:{init_dir}",
+            "--policy", f"online=local:{init_dir}", "--train", "online=grpo", "--train-every", "1", "--seeds", "2",
+            "--calls", "2", "--set", "prompt.style=continue", "--set", "sandbox.workers=1", "--out", str(out), "--json", "--quiet"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["policies"]["online"]["train"]["algo"] == "grpo" and "train" not in result["policies"]["frozen"]
+    for seed in (0, 1):
+        assert len(list((out / "search" / "online" / f"s{seed}" / "online" / "groups").iterdir())) == 2  # its proposals were recorded
+        assert not (out / "search" / "frozen" / f"s{seed}" / "online").exists()
+
+
+def test_compare_spec_train_refuses_a_policy_it_cannot_train(tmp_path, capsys):
+    args = ["compare", "--spec", SPEC, "--policy", "a=mutate:", "--out", str(tmp_path / "x")]
+    assert "local:PATH" in refused(capsys, *args, "--train", "a=grpo")
+    assert "no --policy named 'b'" in refused(capsys, *args, "--train", "b=grpo")

@@ -1,0 +1,255 @@
+"""Test-time training: the search's own proposals train its policy during `evo run`.
+
+    policy = OnlinePolicy(LocalPolicy(path), run_directory, settings, seed=0, lag=8, objectives=..., weights=...)
+    run_dir.execute(config, policy)            # evo run SPEC --policy local:PATH --train vpo_archive
+
+The loop (evo/loop.py) stays ignorant of training: this wrapper is the Policy it calls. A
+`local:` policy's own torch model is trained; for a `vllm:` policy a torch copy of the
+checkpoint is trained and its weights pushed into the engine after every step (and on resume). A
+group is the completions of one prompt (one iteration); their score vectors are what the
+loop journaled. The rule that makes a run deterministic for a seed whatever the timing, and
+a killed run resume to the same programs and weights:
+
+- before generating the group that starts at iteration s, the policy has taken every step k
+  with k * every <= max(0, s - lag) (lag = the loop's depth x batch: those iterations are
+  committed when the group is asked);
+- step k is one PPO-clip step (training.trainer.update) on the groups of iterations
+  [(k - 1) * every, k * every), log-probs recomputed under the current weights, advantages
+  from the estimator with a generator seeded by (seed, k). Staleness: a group was sampled by
+  weights at most 1 + lag // every steps older than those it trains.
+
+Scoring rules: a proposal that did not parse, was cut off by the token budget, duplicated a
+program the run already had, or failed its evaluation scores a zero vector. `vpo_archive`
+gets, per group, the front of what the database held when its prompt was asked.
+
+State in RUN/online/: settings.json, groups/ITERATION.json (prompt token ids and completions,
+written before the loop journals them), state.pt (weights, optimizer, step; replaced
+atomically after each step) and metrics.jsonl (one line per step).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from evo.database import DB_FILE
+from evo.database.journal import DUPLICATE, PARSE_ERROR, CandidateJournal
+from evo.database.store import Store
+from evo.errors import UserError
+from evo.training_log import DIRECTORY
+from evo.metrics import pareto_mask
+from evo.policies.base import Completion
+from evo.scores import scalarize
+from training import advantages
+from training.config import TrainConfig
+from training.rollouts import Rollouts
+
+TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens")
+
+
+@dataclass(frozen=True)
+class OnlineSettings:
+    algo: str
+    every: int = 4  # committed iterations per PPO step
+    train: dict = field(default_factory=dict)  # TrainConfig fields (TRAIN_FIELDS)
+    options: dict = field(default_factory=dict)  # estimator options (K, alpha, ...)
+
+    def __post_init__(self) -> None:
+        if self.algo not in advantages.REGISTRY:
+            raise UserError(f"--train {self.algo!r}: unknown estimator; registered: {', '.join(sorted(advantages.REGISTRY))}")
+        if advantages.entry(self.algo).prompt != "single":
+            raise UserError(f"--train {self.algo}: a search prompt asks for one program; use a single-answer estimator or vpo_archive")
+        if self.every < 1:
+            raise UserError(f"--train-every must be >= 1, got {self.every}")
+        unknown = sorted(set(self.train) - set(TRAIN_FIELDS))
+        if unknown:
+            raise UserError(f"--train-option {unknown[0]}: not a training setting ({', '.join(TRAIN_FIELDS)}) "
+                            "or an estimator option")
+
+    @classmethod
+    def of(cls, algo: str, every: int, pairs: dict[str, Any]) -> "OnlineSettings":
+        """Split KEY=VALUE pairs into training settings and estimator options."""
+        train = {k: v for k, v in pairs.items() if k in TRAIN_FIELDS}
+        return cls(algo, every, train, {k: v for k, v in pairs.items() if k not in TRAIN_FIELDS})
+
+    def save(self, run: Path) -> None:
+        directory = Path(run) / DIRECTORY
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_atomic(directory / "settings.json", json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, run: Path) -> "OnlineSettings | None":
+        path = Path(run) / DIRECTORY / "settings.json"
+        return cls(**json.loads(path.read_text())) if path.exists() else None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+class OnlinePolicy:
+    """A `local:` or `vllm:` policy that trains itself on the run's committed groups (see the module doc)."""
+
+    def __init__(self, policy, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
+                 objectives: tuple[str, ...], weights: np.ndarray) -> None:
+        if not (hasattr(policy, "sampler") or hasattr(policy, "load_weights")):
+            raise UserError("--train needs a local:PATH or vllm:PATH policy (trained in this process)")
+        self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
+        self.d, self.weights = len(objectives), np.asarray(weights, dtype=np.float64)
+        self.directory = Path(run) / DIRECTORY
+        (self.directory / "groups").mkdir(parents=True, exist_ok=True)
+        settings.save(run)
+        self.database = Path(run) / DB_FILE
+        if hasattr(policy, "sampler"):  # local: the torch model that samples is the one trained
+            self.model, self.tokenizer = policy.sampler.model, policy.sampler.tokenizer
+        else:  # vllm: a torch copy is trained and its weights pushed into the engine after each step
+            from training import models
+
+            self.model, self.tokenizer = models.load(str(policy.path))
+        self.config = TrainConfig(task="online", algo=settings.algo, init=str(policy.path), out=str(self.directory),
+                                  seed=seed, options=dict(settings.options), **settings.train)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
+        self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
+        if self.config.kl_coef > 0:
+            from training import models
+
+            self.reference = models.load(str(policy.path), self.config.model_options)[0]
+        self.step = 0
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+        self._resume()
+
+    # -- the Policy protocol ---------------------------------------------------------------
+
+    def generate(self, prompts, *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
+                 seed: int | None = None, stop=()) -> list[list[Completion]]:
+        with self._lock:
+            start = self._generated()
+            self._catch_up(max(0, start - self.lag))
+            ids = [list(x) for x in self.tokenizer(list(prompts), add_special_tokens=True).input_ids]
+            options = dict(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop)
+            if hasattr(self.policy, "sampler"):
+                completions = self.policy.sampler.sample(ids, **options).completions
+            else:
+                completions = self.policy.generate(ids, **options)
+            for offset, (prompt, row) in enumerate(zip(ids, completions)):
+                self._record(start + offset, start, prompt, row)
+            return completions
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        path = self.directory / "state.pt"
+        if not path.exists():
+            return
+        state = torch.load(path, weights_only=False)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self.seconds = state["step"], state["seconds"]
+        self._push()
+        metrics = self.directory / "metrics.jsonl"
+        if metrics.exists():
+            lines = metrics.read_text().splitlines()[: self.step]
+            _write_atomic(metrics, "".join(line + "\n" for line in lines))
+
+    def _push(self) -> None:
+        """A vllm: policy's engine gets the trained weights (a local: policy samples with them already)."""
+        if not hasattr(self.policy, "sampler"):
+            self.policy.load_weights(self.model)
+
+    def _save(self, record: dict) -> None:
+        """The step's metrics line, then the state (a kill between the two: the line is cut on resume)."""
+        with open(self.directory / "metrics.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
+                 "seconds": self.seconds}
+        partial = self.directory / "state.pt.tmp"
+        torch.save(state, partial)
+        os.replace(partial, self.directory / "state.pt")
+
+    def _record(self, iteration: int, asked: int, prompt: list[int], row: list[Completion]) -> None:
+        data = {"asked": asked, "prompt": prompt,
+                "completions": [[c.text, list(c.token_ids), c.finish_reason] for c in row]}
+        _write_atomic(self.directory / "groups" / f"{iteration:08d}.json", json.dumps(data))
+
+    def _generated(self) -> int:
+        """The iteration the next group starts at: one past the journal's last (the loop tells
+        each group before asking for the next)."""
+        with closing(Store(self.database)) as store:
+            last = store.connection.execute("SELECT MAX(iteration) FROM candidates").fetchone()[0]
+        return 0 if last is None else int(last) + 1
+
+    # -- training --------------------------------------------------------------------------
+
+    def _catch_up(self, committed: int) -> None:
+        while (self.step + 1) * self.settings.every <= committed:
+            self._train_step(self.step + 1)
+
+    def _train_step(self, k: int) -> None:
+        from training.engines import as_rollout
+        from training.trainer import State, update
+
+        started = time.perf_counter()
+        iterations = range((k - 1) * self.settings.every, k * self.settings.every)
+        groups = [json.loads((self.directory / "groups" / f"{i:08d}.json").read_text()) for i in iterations]
+        rewards, truncated, failed, archives = self._rewards(iterations, groups)
+        rng = np.random.default_rng([self.seed, k])
+        extra = {"archive": advantages.pad_archives(archives, self.d)} if advantages.entry(self.settings.algo).archive else {}
+        adv = advantages.compute(self.settings.algo, rewards, weights=self.weights, rng=rng, **extra, **self.settings.options)
+        completions = [[Completion(t, tuple(ids), finish_reason=f) for t, ids, f in g["completions"]] for g in groups]
+        samples = as_rollout([g["prompt"] for g in groups], completions, self.tokenizer.pad_token_id,
+                             next(self.model.parameters()).device)
+        rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, failed, truncated)
+        state = State(self.config, None, self.model, self.tokenizer, self.optimizer, self.reference, self.step)
+        record = update(state, rolls, adv)
+        if self.reference is None:
+            record["kl"] = None  # not measured without a reference (kl_coef 0)
+        self.step = k
+        self._push()
+        self.seconds += time.perf_counter() - started
+        scalars = scalarize(rewards[:, :, 0], self.weights)
+        self._save({"step": k, "iterations": [iterations[0], iterations[-1]], "scalar": float(scalars.mean()),
+                    "best": float(scalars.max()), "advantage_abs": float(np.abs(adv).mean()), **record,
+                    "seconds": time.perf_counter() - started, "seconds_total": self.seconds})
+
+    def _rewards(self, iterations: range, groups: list[dict]):
+        """(B, G, 1, d) rewards, (B, G) truncated and unscored flags, and each group's archive."""
+        with closing(Store(self.database)) as store:
+            journal = CandidateJournal(store)
+            candidates = {(c.iteration, c.slot): c for c in journal.candidates(since=iterations[0])}
+            evaluations = journal.evaluations(since=0)
+            initial = [p.scores for p in store.programs() if p.policy == "initial" and p.ok]
+        g = len(groups[0]["completions"])
+        if any(len(group["completions"]) != g for group in groups):
+            raise RuntimeError("online training needs the same number of completions per prompt")
+        rewards = np.zeros((len(groups), g, 1, self.d))
+        truncated = np.array([[f != "stop" for _, _, f in group["completions"]] for group in groups])
+        for b, i in enumerate(iterations):
+            for slot in range(g):
+                candidate, evaluation = candidates.get((i, slot)), evaluations.get((i, slot))
+                scored = candidate is not None and candidate.status not in (PARSE_ERROR, DUPLICATE)
+                if scored and evaluation is not None and evaluation.ok and not truncated[b, slot]:
+                    rewards[b, slot, 0] = evaluation.scores
+        failed = ~rewards.any(axis=(2, 3))
+        archives = [self._front(initial, evaluations, max(0, group["asked"] - self.lag)) for group in groups]
+        return rewards, truncated, failed, archives
+
+    def _front(self, initial: list, evaluations: dict, cutoff: int) -> np.ndarray:
+        """The Pareto front of what the database held when a prompt was asked (iterations < cutoff)."""
+        vectors = [*initial, *(e.scores for (i, _), e in evaluations.items() if i < cutoff and e.ok)]
+        if not vectors:
+            return np.zeros((0, self.d))
+        stacked = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
+        return stacked[pareto_mask(stacked)]
+

@@ -1,0 +1,231 @@
+"""A training task made from any problem spec: the search's prompts, parser and sandbox.
+
+    with SpecTask.open(spec, out, seed=0, prompts=16, from_run=None) as task:
+        trainer.run(config, task=task)
+
+Prompts come from the search's own prompt builder (evo.loop.Evolution.ask) over a program
+database in `out` (a copy of a finished run's, or a fresh one seeded with the initial
+program); each step's proposals are told to that Evolution and committed, so the database
+grows with the training proposals exactly as a search would grow it. Completions are parsed
+by the search's parser; every proposed program is evaluated by the spec's scorer in the
+sandbox pool (the spec's limits and isolation), all of a step's programs at once. A proposal
+that does not parse, was cut off by the token budget, or whose evaluation failed scores a
+zero vector. Each prompt remembers the database's Pareto front when it was built (`archive`,
+for the `vpo_archive` estimator).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from concurrent.futures import Future
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evo import prompts
+from evo import spec as specs
+from evo.database import DB_FILE, Database
+from evo.errors import UserError
+from evo.loop import Evolution, LoopConfig, PromptGroup
+from evo.scores import Evaluation
+from tasks.base import Instance, ParseError
+from training.advantages import pad_archives
+
+POLICY_NAME = "train"  # the policy name stored with the training proposals
+NEVER = 10**12  # the Evolution's budget: training, not the spec, decides when to stop
+
+
+@dataclass(frozen=True)
+class SpecPrompt:
+    """An instance's data: one prompt of an asked group, and the front it was built against."""
+
+    group: PromptGroup
+    offset: int  # which of the group's prompts
+    front: np.ndarray  # (p, d) the database's Pareto front when the group was asked
+
+    @property
+    def prompt(self) -> prompts.Prompt:
+        return self.group.prompts[self.offset]
+
+
+def copy_database(run: Path, out: Path) -> None:
+    """A consistent copy of a run's program database (WAL included) into `out`."""
+    source = Path(run) / DB_FILE
+    if not source.exists():
+        raise UserError(f"--from-run {run}: not a run directory (no {DB_FILE}); point it at an `evo run --out` directory")
+    with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
+            closing(sqlite3.connect(Path(out) / DB_FILE)) as writer:
+        reader.backup(writer)
+
+
+class SpecTask:
+    """The Task contract over a problem spec (plus `stop`, `score_completions` and `archive`,
+    which the trainer uses when a task has them: training.rollouts.BatchScored)."""
+
+    def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int) -> None:
+        self.spec, self.db, self.evaluator = spec, db, evaluator
+        self.name = spec.problem.name
+        self.objectives = tuple(spec.problem.objectives)
+        self.weights = np.asarray(spec.problem.weights, dtype=np.float64)
+        # depth 0: a step's group is committed before the next one is asked (no call runs ahead)
+        loop = LoopConfig.for_spec(spec, seed, iterations=NEVER, batch=prompts_per_step, depth=0, target=None)
+        self.evolution = Evolution(loop, db, POLICY_NAME)
+        self._finish_pending()
+
+    @classmethod
+    def open(cls, spec: specs.Spec, out: Path, *, seed: int, prompts_per_step: int, from_run: Path | None = None) -> "SpecTask":
+        """The task over the database in `out`: opened as it is (resume), copied from `from_run`,
+        or created and seeded with the spec's initial program(s)."""
+        from evo.run_dir import make_evaluator, seed_initial
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        if from_run is not None and not (out / DB_FILE).exists():
+            copy_database(Path(from_run), out)
+        db = Database.open(out, spec.database_config(seed))
+        evaluator = None
+        try:
+            evaluator = make_evaluator(spec, "process")
+            seed_initial(spec, db, evaluator)
+            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step)
+        except BaseException:
+            if evaluator is not None:
+                evaluator.close()
+            db.close()
+            raise
+
+    def close(self) -> None:
+        self.evaluator.close()
+        self.db.close()
+
+    def __enter__(self) -> "SpecTask":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _finish_pending(self) -> None:
+        """Evaluate and commit what a killed run (or training step) left generated but unevaluated."""
+        pending = self.evolution.unevaluated()
+        futures = [(c, self.evaluator.submit(c.code)) for c in pending]
+        self.evolution.commit((c, f.result()) for c, f in futures)
+
+    # -- the Task contract -------------------------------------------------------------------
+
+    def instances(self, split: str, count: int, seed: int = 0) -> list[Instance]:
+        """The next `count` prompts the search would build from the database (at most one
+        step's worth). Asking twice without scoring gives the same prompts; `split` and `seed`
+        do not matter: the database and the run's seed decide."""
+        group = self.evolution.ask()
+        if group is None:
+            raise RuntimeError("the training Evolution has nothing to ask: its last step was not committed")
+        if count > len(group.prompts):
+            raise ValueError(f"asked for {count} prompts; a step has {len(group.prompts)}")
+        front = self.front()
+        return [Instance(self.name, split, group.start + i, SpecPrompt(group, i, front)) for i in range(count)]
+
+    def front(self) -> np.ndarray:
+        pareto = self.db.pareto()
+        if not pareto:
+            return np.zeros((0, len(self.objectives)))
+        return np.stack([np.asarray(p.scores, dtype=np.float64) for p in pareto])
+
+    def prompt(self, instance: Instance, m: int = 1) -> str:
+        return instance.data.prompt.text
+
+    def parse(self, instance: Instance, completion: str, m: int = 1) -> list[str]:
+        try:
+            return [prompts.parse(instance.data.prompt, completion)]
+        except prompts.ParseFailure as failure:
+            raise ParseError(str(failure)) from None
+
+    def score(self, instance: Instance, answers: Sequence[str]) -> np.ndarray:
+        futures = [self.evaluator.submit(code) for code in answers]
+        return np.stack([self.vector(f.result()) for f in futures]) if futures else np.zeros((0, len(self.objectives)))
+
+    def vector(self, evaluation: Evaluation) -> np.ndarray:
+        """The reward vector of an evaluation: its scores, or zeros when it failed."""
+        if not evaluation.ok:
+            return np.zeros(len(self.objectives))
+        return np.asarray(evaluation.scores, dtype=np.float64)
+
+    # -- what the trainer uses when a task has it (training.rollouts.BatchScored) -----------
+
+    def stop(self, instances: Sequence[Instance]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(s for instance in instances for s in instance.data.prompt.stop))
+
+    def archive(self, instances: Sequence[Instance]) -> np.ndarray:
+        """(B, p, d): each prompt's database front, NaN-padded (the `vpo_archive` estimator's F)."""
+        return pad_archives([instance.data.front for instance in instances], len(self.objectives))
+
+    def score_completions(self, instances: Sequence[Instance], completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
+        """Rewards (B * G, 1, d) and parsed (B * G,) of one step's completions (row i * G + j:
+        completion j of prompt i). Every program is evaluated concurrently in the pool; the
+        step's proposals are told to the Evolution and committed to the database."""
+        group = instances[0].data.group
+        if [i.data.offset for i in instances] != list(range(len(group.prompts))) or any(i.data.group is not group for i in instances):
+            raise ValueError("score_completions takes the instances of one asked group, in order")
+        rows = [(i, c) for i, row in zip(instances, completions) for c in row]
+        codes = [self._code(instance, c.text) for instance, c in rows]
+        pending = self.evolution.tell(group, completions)
+        evaluations = self._evaluate({*filter(None, codes), *(c.code for c in pending)})
+        self.evolution.commit((c, evaluations[c.code]) for c in pending)
+        d = len(self.objectives)
+        rewards = np.zeros((len(rows), 1, d))
+        for row, ((_, completion), code) in enumerate(zip(rows, codes)):
+            if code is not None and completion.finish_reason == "stop":
+                rewards[row, 0] = self.vector(evaluations[code])
+        parsed = np.array([code is not None for code in codes], dtype=bool)
+        return rewards, parsed
+
+    def _code(self, instance: Instance, text: str) -> str | None:
+        try:
+            return prompts.parse(instance.data.prompt, text)
+        except prompts.ParseFailure:
+            return None
+
+    def _evaluate(self, codes: set[str]) -> dict[str, Evaluation]:
+        futures: dict[str, Future] = {code: self.evaluator.submit(code) for code in sorted(codes)}
+        return {code: future.result() for code, future in futures.items()}
+
+
+
+TASK_PREFIX = "spec:"  # TrainConfig.task of a spec run: "spec:" + the spec's absolute path
+SOURCE_FILE = "spec_task.json"  # in the training run's directory, so --resume rebuilds the task
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """What a spec training run trains on: the spec, its overrides and the run it started from."""
+
+    spec: str  # absolute path of the problem spec
+    overrides: dict = field(default_factory=dict)  # dotted spec keys, as `evo run --set`
+    from_run: str | None = None  # the run directory whose database was copied at the start
+
+    def load(self) -> specs.Spec:
+        spec = specs.load(self.spec)
+        return spec.override(self.overrides) if self.overrides else spec
+
+    @property
+    def task_name(self) -> str:
+        return TASK_PREFIX + self.spec
+
+    def save(self, out: Path) -> None:
+        (Path(out) / SOURCE_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, out: Path) -> "SpecSource":
+        path = Path(out) / SOURCE_FILE
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError) as error:
+            raise UserError(f"{path}: cannot read the spec training run's source ({error}); start a new run") from None
+
+    def open(self, out: Path, *, seed: int, prompts_per_step: int) -> SpecTask:
+        return SpecTask.open(self.load(), out, seed=seed, prompts_per_step=prompts_per_step,
+                             from_run=None if self.from_run is None else Path(self.from_run))
