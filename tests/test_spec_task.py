@@ -114,3 +114,15 @@ def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_
         state.step += 1
         _, again = trainer.rollout(state)  # the exact program is on the front now: nothing improves on it
         assert np.array_equal(again, np.zeros((2, 3)))
+
+
+def test_the_default_token_budget_is_what_the_search_gives_a_policy(tmp_path):
+    """--max-new-tokens 0 on a spec: the spec's max_new_tokens, else the loop's own rule (a whole program)."""
+    from evo.loop import auto_tokens
+
+    with open_task(tmp_path / "a") as task:
+        assert task.token_budget(None) == auto_tokens(task.evolution.ask().prompts) == 4096
+    spec = specs.load(SPEC).override({"sandbox.workers": 2, "prompt.style": "continue"})
+    with SpecTask.open(spec, tmp_path / "b", seed=0, prompts_per_step=2) as task:
+        budget = task.token_budget(None)
+        assert budget == auto_tokens(task.evolution.ask().prompts) and 64 < budget < 4096  # finish one block

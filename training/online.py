@@ -54,6 +54,7 @@ from training.config import TrainConfig
 from training.rollouts import Rollouts
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens")
+LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer (rollouts x this), unless given
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,9 @@ class OnlinePolicy:
             from training import models
 
             self.model, self.tokenizer = models.load(str(policy.path))
+        train = {"max_new_tokens": LOSS_TOKENS, **settings.train}
         self.config = TrainConfig(task="online", algo=settings.algo, init=str(policy.path), out=str(self.directory),
-                                  seed=seed, options=dict(settings.options), **settings.train)
+                                  seed=seed, options=dict(settings.options), **train)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
         self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
         if self.config.kl_coef > 0:

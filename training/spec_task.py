@@ -31,7 +31,7 @@ from evo import prompts
 from evo import spec as specs
 from evo.database import DB_FILE, Database
 from evo.errors import UserError
-from evo.loop import Evolution, LoopConfig, PromptGroup
+from evo.loop import Evolution, LoopConfig, PromptGroup, auto_tokens
 from evo.scores import Evaluation
 from tasks.base import Instance, ParseError
 from training.advantages import pad_archives
@@ -155,6 +155,12 @@ class SpecTask:
         return np.asarray(evaluation.scores, dtype=np.float64)
 
     # -- what the trainer uses when a task has it (training.rollouts.BatchScored) -----------
+
+    def token_budget(self, encode, m: int = 1) -> int:
+        """The default --max-new-tokens: what the search gives a policy for these prompts (the
+        spec's `max_new_tokens`, else evo.loop.auto_tokens: a whole program, or a block)."""
+        group = self.evolution.ask()
+        return self.evolution.config.max_new_tokens or auto_tokens(group.prompts)
 
     def stop(self, instances: Sequence[Instance]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s for instance in instances for s in instance.data.prompt.stop))

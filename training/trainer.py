@@ -69,8 +69,9 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         checkpoint.recover(out)  # a save killed half-way: finished or dropped, never mixed
     model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
     encode = models.prompt_encoder(tokenizer, config.chat)
-    if not config.max_new_tokens:
-        config = replace(config, max_new_tokens=token_budget(task, encode, m, seed=config.seed))
+    if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
+        budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
+        config = replace(config, max_new_tokens=budget)
     trained = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
     step = 0
