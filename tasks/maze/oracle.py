@@ -37,16 +37,19 @@ def exit_outcomes(maze: Maze, tiles: str = TREASURES + LAVA) -> dict[int, int]:
     distance = {start: 0}
     queue = deque([start])
     outcomes: dict[int, int] = {}
+    target = maze.exit
+    open_cells = [(r, c) for r in range(maze.size) for c in range(maze.size) if maze.is_open((r, c))]
+    adjacent = {cell: maze.neighbours(cell) for cell in open_cells}
     while queue:
         state = queue.popleft()
         cell, mask = state
         steps = distance[state]
-        if cell == maze.exit:
+        if cell == target:
             outcomes.setdefault(mask, steps)
             continue
         if steps == maze.budget:
             continue
-        for nxt in maze.neighbours(cell):
+        for nxt in adjacent[cell]:
             following = (nxt, mask | bit.get(nxt, 0))
             if following not in distance:
                 distance[following] = steps + 1
