@@ -70,11 +70,14 @@ def main() -> None:
     parser.add_argument("--warmup", action="append", default=[], metavar="TASK=DIR", help="a warm-up of one candidate")
     parser.add_argument("--tokens-per-route", type=int, default=96)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", action="append", help="measure only these candidates (repeatable)")
     parser.add_argument("--out", required=True, help="path prefix for .json and .md")
     args = parser.parse_args()
     results = {"settings": vars(args), "candidates": {}}
     warmups = dict(spec.split("=", 1) for spec in args.warmup)
     for name, task in candidates().items():
+        if args.only and name not in args.only:
+            continue
         instances = task.instances("test", args.mazes, seed=args.maze_seed)
         held = HeldOut(instances, np.array([task.oracle_best(i) for i in instances]), [task.oracle_front(i) for i in instances])
         row = {"objectives": list(task.objectives), **front_figures(task, instances),
