@@ -75,9 +75,9 @@ def main() -> None:
             kinds.update(slots)
             matrix, parsed = score_completion(task, instance, text, finished, args.answers, TRAINING)
             sets_failed += not parsed
-            for kind, row in zip(slots, matrix):
-                if not row.any():
-                    zeroed_by_training[kind] += 1
+            zeroed = slots if not parsed else [kind for kind in slots if kind != "valid"]  # (TRAINING packs its rows)
+            assert len(zeroed) == int((~matrix.any(axis=1)).sum()) or not parsed
+            zeroed_by_training.update(zeroed)
     routes = sum(kinds.values())
     zero = routes - kinds["valid"] - kinds["repeat"]
     print(f"{routes} routes in {routes // args.answers} sets; {sets_failed} sets ({sets_failed / (routes // args.answers):.1%}) "
