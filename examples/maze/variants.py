@@ -17,11 +17,9 @@ from pathlib import Path
 import numpy as np
 
 import tasks
-from evo import metrics
 from evo.compare import summary
 from evo.compare.pools import HeldOut, Sampling
 from tasks.maze import MazeTask
-from tasks.maze.env import reward
 
 
 def candidates() -> dict[str, MazeTask]:
@@ -58,8 +56,7 @@ def demo_pool(task: MazeTask, instances: list, pool: int) -> np.ndarray:
     rows = []
     for instance in instances:
         rng = np.random.default_rng([instance.index, 7])
-        rows.append([reward(instance.data, demos.random_route(instance.data, rng, task.take), task.treasures)[task._columns]
-                     for _ in range(pool)])
+        rows.append([task.vector(instance.data, demos.random_route(instance.data, rng, task.take)) for _ in range(pool)])
     return np.array(rows)
 
 
