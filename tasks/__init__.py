@@ -9,6 +9,7 @@ _FACTORIES: dict[str, str] = {
     "maze": "tasks.maze:MazeTask",
     "maze-chat": "tasks.maze:chat",
     "maze-notes": "tasks.maze:with_notes",
+    "maze-clusters": "tasks.maze:with_clusters",
     "symreg": "tasks.symreg:SymregTask",
     "humaneval": "tasks.humaneval:HumanEvalTask",
 }

@@ -73,6 +73,16 @@ class Task(Protocol):
 
 
 @runtime_checkable
+class Divisible(Protocol):
+    """Optional: a task that can split an m-answer completion into its answers' texts, each
+    parseable on its own with m = 1 (route-by-route scoring, tasks/completions.py)."""
+
+    def answer_texts(self, completion: str) -> list[str]:
+        """The completion's answers as texts, in order (however many it has)."""
+        ...
+
+
+@runtime_checkable
 class Similar(Protocol):
     """Optional: a task that can say how alike two answers are (for diversity rewards)."""
 

@@ -46,3 +46,16 @@ def test_seeds_are_grouped_and_compared_seed_by_seed(table):
     text = table.markdown(rows, ["grpo", "warmup-set"], mazes=4)
     assert "- vpo best_at_30: +0.125 [" in text and "per seed +0.100, +0.150" in text
     assert "| vpo (set) | 2 | " in text
+
+
+def test_the_valid_diversity_and_oracle_columns_lead_when_every_model_has_them(table):
+    extra = {"best_at_30_over_oracle": [0.9] * 4, "diversity_valid": [0.3] * 4}
+    models = {"grpo-s0": model([0.5] * 4), "vpo-s0": model([0.6] * 4, "set")}
+    assert "diversity_valid" not in table.columns_of(models)  # older evaluations: the columns they have
+    for result in models.values():
+        result["per_maze"].update(extra)
+    columns = table.columns_of(models)
+    assert columns.index("best_at_30") < columns.index("best_at_30_over_oracle") < columns.index("diversity_valid") < columns.index("diversity")
+    text = table.markdown(table.build(models, ["grpo"]), ["grpo"], mazes=4)
+    assert "| best@30 / oracle | diversity (valid) | diversity (all rows) |" in text
+    assert "- vpo diversity_valid: +0.000" in text

@@ -35,6 +35,7 @@ class TrainConfig:
     kl_coef: float = 0.0  # k3 KL to the frozen init model, as a loss term
     entropy_coef: float = 0.0  # entropy bonus: the loss subtracts this x token entropy (0: off)
     diversity_coef: float = 0.0  # DARLING-style reward scale 1 + this x distinctness (0: off; training/diversity.py)
+    score_by_answer: bool = False  # parse a set's answers one by one: a malformed answer scores zero alone (tasks/completions.py)
     ppo_epochs: int = 1
     micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)

@@ -19,7 +19,7 @@ import torch
 from evo.errors import UserError
 from evo.policies.sampler import Rollout, Sampler
 from tasks.base import GoalConditioned, Instance, Task
-from tasks.completions import score_completion
+from tasks.completions import TRAINING, Scoring, score_completion
 from training.advantages import entry
 
 
@@ -86,6 +86,7 @@ def collect(
     prompts: Sequence[str] | None = None,
     sampler=None,
     encode: Callable[[Sequence[str]], list[list[int]]] | None = None,
+    scoring: Scoring = TRAINING,
 ) -> Rollouts:
     """Sample `group` completions for each instance's m-answer prompt (or the given `prompts`,
     one per instance) and score them.
@@ -108,7 +109,7 @@ def collect(
         rewards = np.zeros((b * group, m, d))
         parsed = np.zeros(b * group, dtype=bool)
         for row, text in enumerate(texts):
-            rewards[row], parsed[row] = score_completion(task, instances[row // group], text, finished[row], m)
+            rewards[row], parsed[row] = score_completion(task, instances[row // group], text, finished[row], m, scoring)
     return Rollouts(
         instances=list(instances),
         samples=samples,

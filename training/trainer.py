@@ -21,6 +21,7 @@ from evo import metrics
 from evo.errors import UserError
 from evo.scores import scalarize
 from tasks.base import Similar
+from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
@@ -115,6 +116,11 @@ def seeds(config: TrainConfig, step: int) -> tuple[int, int, np.random.Generator
     return base, base * 7 + 1, np.random.default_rng([config.seed, step])
 
 
+def scoring_for(config: TrainConfig) -> Scoring:
+    """The training reward's scoring rules: repeats score zero; answers one by one with --score-by-answer."""
+    return Scoring(dedup=True, by_answer=config.score_by_answer)
+
+
 def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     config = state.config
     instance_seed, sample_seed, rng = seeds(config, state.step)
@@ -124,7 +130,8 @@ def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
     with autocast(config):
         rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
                         max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                        top_p=config.top_p, seed=sample_seed, prompts=prompts, sampler=state.sampler, encode=state.encode)
+                        top_p=config.top_p, seed=sample_seed, prompts=prompts, sampler=state.sampler, encode=state.encode,
+                        scoring=scoring_for(config))
     rewards = shaped_rewards(state, rolls)
     extra = {} if goals is None else {"goals": goals}
     if advantages.entry(config.algo).archive and isinstance(state.task, BatchScored):

@@ -30,7 +30,8 @@ def command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"tasks": rows}))
         return
+    width = max([12, *(len(row["name"]) for row in rows)])
     for row in rows:
-        click.echo(f"{row['name']:<12} {', '.join(row['objectives'])}")
+        click.echo(f"{row['name']:<{width}} {', '.join(row['objectives'])}")
         if row["description"]:
-            click.echo(f"{'':<12} {row['description']}")
+            click.echo(f"{'':<{width}} {row['description']}")

@@ -183,6 +183,8 @@ def open_spec_task(config, source):
 @config_option("--entropy-coef", type=click.FloatRange(0), help="Entropy bonus: the loss subtracts this x mean token entropy.")
 @config_option("--diversity-coef", type=click.FloatRange(0),
                help="DARLING-style reward: r x (1 + this x mean distance to the group's other answers); single-answer algos.")
+@config_option("--score-by-answer/--no-score-by-answer",
+               help="Parse a set's answers one by one: a malformed answer scores zero alone (default: the whole set scores zero).")
 @config_option("--eps-low", type=float, help="PPO clip below: ratio >= 1 - eps-low.")
 @config_option("--eps-high", type=float, help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28).")
 @config_option("--ppo-epochs", type=click.IntRange(1))

@@ -10,7 +10,7 @@ import numpy as np
 
 from evo.policies.base import Policy
 from tasks.base import Instance, Task
-from tasks.completions import score_completion
+from tasks.completions import EVALUATION, Scoring, score_completion
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Sampling:
     batch: int = 16  # instances per policy call
     seed: int = 0
     slack: int = 8  # tokens allowed beyond tokens_per_answer x answers
+    scoring: Scoring = EVALUATION  # every answer as it stands, one by one (tasks/completions.py)
 
     def rollouts(self, answers: int) -> int:
         if self.pool % answers:
@@ -44,10 +45,13 @@ def sample_pool(
     sampling: Sampling,
     progress: Callable[[int], None] = lambda done: None,
     goals: np.ndarray | None = None,
+    texts: list | None = None,
 ) -> np.ndarray:
-    """Reward vectors of every candidate answer: shape (instances, pool, d). With `goals`
+    """Reward vectors of every candidate answer: shape (instances, pool, d), scored by
+    `sampling.scoring` (default: each answer as it stands, route by route). With `goals`
     (instances, pool, d), a goal-conditioned task's weightings, each candidate answers its own
-    single-answer prompt showing its weighting (`task.prompt_with_weights`)."""
+    single-answer prompt showing its weighting (`task.prompt_with_weights`). A `texts` list
+    gets, per instance, the [text, finished] of each of its completions (to re-score later)."""
     rollouts = sampling.rollouts(answers)
     vectors = np.zeros((len(instances), sampling.pool, len(task.objectives)))
     for start in range(0, len(instances), sampling.batch):
@@ -67,9 +71,11 @@ def sample_pool(
         )
         completions = [c for row in replies for c in row]
         for offset, instance in enumerate(chunk):
-            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", answers)[0]
+            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", answers, sampling.scoring)[0]
                     for c in completions[offset * rollouts : (offset + 1) * rollouts]]
             vectors[start + offset] = np.concatenate(rows)
+            if texts is not None:
+                texts.append([[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]])
         progress(len(chunk))
     return vectors
 

@@ -18,8 +18,10 @@ def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray |
     """Metric name -> one value per instance, from reward vectors of shape (instances, pool, d).
 
     best@k is on the scalar (weighted mean); pass@k counts a candidate as correct when its
-    scalar reaches the instance's optimum; diversity is the mean pairwise L1 distance of the
-    pool's reward vectors; Pareto fraction is over the pool's valid (non-zero) candidates.
+    scalar reaches the instance's optimum, and best@k/oracle (the largest k) is best@k over
+    that optimum (1 where the optimum is 0); diversity_valid is the mean pairwise L1 distance of the pool's valid
+    (non-zero) reward vectors, diversity the same over all rows (an invalid candidate's zero
+    row counts as a point); Pareto fraction is over the valid candidates.
     """
     scalars = scalarize(vectors, weights)
     pool = scalars.shape[1]
@@ -30,6 +32,9 @@ def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray |
         correct = (scalars >= np.asarray(optimum)[:, None] - SOLVED_TOLERANCE).sum(axis=1)
         for k in ks:
             result[f"pass@{k}"] = np.array([metrics.pass_at_k(pool, int(c), k) for c in correct])
+        top, optimum = max(ks), np.asarray(optimum, dtype=np.float64)
+        result[f"best@{top}/oracle"] = np.where(optimum > 0, result[f"best@{top}"] / np.where(optimum > 0, optimum, 1.0), 1.0)
+    result["diversity_valid"] = np.array([metrics.diversity(v[v.any(axis=1)]) for v in vectors])
     result["diversity"] = np.array([metrics.diversity(v) for v in vectors])
     result["pareto_fraction"] = np.array([metrics.pareto_fraction(v[v.any(axis=1)]) for v in vectors])
     result["valid"] = vectors.any(axis=2).mean(axis=1)

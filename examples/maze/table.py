@@ -17,20 +17,27 @@ import numpy as np
 from evo import metrics
 
 COLUMNS = ("best_at_1", "best_at_5", "best_at_10", "best_at_30", "diversity", "pareto_fraction", "valid")
-ORACLE_COLUMNS = ("pass_at_30", "front_coverage_at_30")  # in evaluations made since December 3
-PAIRED = ("best_at_1", "best_at_30", "diversity")  # compared with the baseline, plus the oracle columns when present
+# Columns of the evaluations made since December 3 (oracle) and December 4 (best@30 / oracle, diversity
+# over the valid candidates: the headline diversity, the all-rows figure beside it); a column shows
+# when every model has it.
+OPTIONAL = ("best_at_30_over_oracle", "diversity_valid", "pass_at_30", "front_coverage_at_30")
+ORDER = ("best_at_1", "best_at_5", "best_at_10", "best_at_30", "best_at_30_over_oracle", "diversity_valid", "diversity",
+         "pareto_fraction", "valid", "pass_at_30", "front_coverage_at_30")
+PAIRED = ("best_at_1", "best_at_30", "diversity")  # compared with the baseline, plus the optional columns when present
 HEADS = {"best_at_1": "best@1", "best_at_5": "best@5", "best_at_10": "best@10", "best_at_30": "best@30",
-         "diversity": "diversity (L1)", "pareto_fraction": "Pareto frac.", "valid": "valid",
+         "best_at_30_over_oracle": "best@30 / oracle", "diversity_valid": "diversity (valid)",
+         "diversity": "diversity (all rows)", "pareto_fraction": "Pareto frac.", "valid": "valid",
          "pass_at_30": "solved@30", "front_coverage_at_30": "front cov.@30"}
 
 
 def oracle_columns_of(models: dict) -> tuple[str, ...]:
-    """The oracle columns that every model has."""
-    return tuple(c for c in ORACLE_COLUMNS if all(c in r["per_maze"] for r in models.values()))
+    """The optional columns that every model has."""
+    return tuple(c for c in OPTIONAL if all(c in r["per_maze"] for r in models.values()))
 
 
 def columns_of(models: dict) -> tuple[str, ...]:
-    return COLUMNS + oracle_columns_of(models)
+    present = COLUMNS + oracle_columns_of(models)
+    return tuple(c for c in ORDER if c in present)
 
 
 def grouped(models: dict) -> dict[str, dict[int | None, dict]]:
@@ -80,14 +87,15 @@ def build(models: dict, baselines: list[str]) -> dict:
 
 
 def markdown(rows: dict, baselines: list[str], mazes: int) -> str:
-    columns = COLUMNS + tuple(c for c in ORACLE_COLUMNS if all(c in r for r in rows.values()))
+    present = COLUMNS + tuple(c for c in OPTIONAL if all(c in r for r in rows.values()))
+    columns = tuple(c for c in ORDER if c in present)
     lines = ["| model | seeds | " + " | ".join(HEADS[c] for c in columns) + " |", "|" + "---|" * (len(columns) + 2)]
     for algo, r in rows.items():
         lines.append(f"| {algo} ({r['mode']}) | {r['seeds']} | " + " | ".join(f"{r[c]:.3f}" for c in columns) + " |")
     for baseline in baselines:
         lines += ["", f"Paired differences vs {baseline} across {mazes} held-out mazes (seeds averaged per maze; 95% bootstrap CI; Wilcoxon p; with several seeds, also each seed's run minus the baseline's run of that seed):", ""]
         for algo, r in rows.items():
-            for column in PAIRED + ORACLE_COLUMNS:
+            for column in PAIRED + OPTIONAL:
                 d = r.get(f"{column}_minus_{baseline}")
                 if d:
                     seeds = d["per_seed"]

@@ -12,7 +12,7 @@ from collections import deque
 
 import numpy as np
 
-from tasks.maze.env import DIAMOND, FLOOR, GOLD, LAVA, Cell, Maze
+from tasks.maze.env import DIAMOND, FLOOR, GOLD, LAVA, TREASURE_NAMES, Cell, Maze
 
 
 def _distances(maze: Maze, target: Cell, blocked: frozenset[Cell]) -> dict[Cell, int]:
@@ -46,21 +46,30 @@ AVOID_LAVA = 0.1  # chance that a demonstration routes around lava
 DETOUR = 0.3  # chance of a detour through a random cell
 
 
-def _waypoints(maze: Maze, rng: np.random.Generator) -> list[Cell]:
-    tiles = list(maze.tiles(GOLD if rng.random() < 0.5 else DIAMOND))
-    chosen = [tiles[i] for i in rng.permutation(len(tiles)) if rng.random() < TAKE]
+def _kind(maze: Maze, rng: np.random.Generator) -> str:
+    """The treasure a demonstration goes for: gold or diamond with equal chance on the paper's
+    maze; one of the kinds present, uniformly, on a maze with other kinds."""
+    kinds = [t for t in TREASURE_NAMES if maze.tiles(t)]
+    if set(kinds) <= {GOLD, DIAMOND}:
+        return GOLD if rng.random() < 0.5 else DIAMOND
+    return kinds[int(rng.integers(len(kinds)))]
+
+
+def _waypoints(maze: Maze, rng: np.random.Generator, take: float = TAKE) -> list[Cell]:
+    tiles = list(maze.tiles(_kind(maze, rng)))
+    chosen = [tiles[i] for i in rng.permutation(len(tiles)) if rng.random() < take]
     if rng.random() < DETOUR:
         floor = maze.tiles(FLOOR) + maze.tiles(LAVA)
         chosen.insert(int(rng.integers(len(chosen) + 1)), floor[rng.integers(len(floor))])
     return chosen
 
 
-def random_route(maze: Maze, rng: np.random.Generator) -> tuple[Cell, ...]:
-    """One valid route from S to E within the budget."""
+def random_route(maze: Maze, rng: np.random.Generator, take: float = TAKE) -> tuple[Cell, ...]:
+    """One valid route from S to E within the budget (`take`: each tile's chance to be a waypoint)."""
     for _ in range(20):
         avoid = frozenset(maze.tiles(LAVA)) if rng.random() < AVOID_LAVA else frozenset()
         path = [maze.start]
-        for goal in [*_waypoints(maze, rng), maze.exit]:
+        for goal in [*_waypoints(maze, rng, take), maze.exit]:
             leg = random_shortest(maze, path[-1], goal, rng, avoid | ({maze.exit} - {goal}))
             leg = leg or random_shortest(maze, path[-1], goal, rng, frozenset({maze.exit} - {goal}))
             if leg is None:
@@ -73,15 +82,15 @@ def random_route(maze: Maze, rng: np.random.Generator) -> tuple[Cell, ...]:
     return tuple(leg)
 
 
-def route_set(maze: Maze, m: int, rng: np.random.Generator) -> list[tuple[Cell, ...]]:
+def route_set(maze: Maze, m: int, rng: np.random.Generator, take: float = TAKE) -> list[tuple[Cell, ...]]:
     """m routes, distinct when the maze allows it (a few redraws)."""
     routes: list[tuple[Cell, ...]] = []
     for _ in range(10 * m):
-        route = random_route(maze, rng)
+        route = random_route(maze, rng, take)
         if route not in routes:
             routes.append(route)
         if len(routes) == m:
             return routes
     while len(routes) < m:
-        routes.append(random_route(maze, rng))
+        routes.append(random_route(maze, rng, take))
     return routes

@@ -13,8 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 WALL, FLOOR, START, EXIT, GOLD, DIAMOND, LAVA = "#", ".", "S", "E", "G", "D", "L"
-TILES = WALL + FLOOR + START + EXIT + GOLD + DIAMOND + LAVA
+PEARL, AMBER = "P", "A"  # the two further treasures of the four-cluster variant (tasks/maze/clusters.py)
+TREASURES = GOLD + DIAMOND  # the paper's maze: one objective per treasure kind
+TREASURE_NAMES = {GOLD: "gold", DIAMOND: "diamond", PEARL: "pearl", AMBER: "amber"}
+TILES = WALL + FLOOR + START + EXIT + GOLD + DIAMOND + LAVA + PEARL + AMBER
 OBJECTIVES = ("completion", "gold", "diamond", "avoid_lava")
+
+
+def objectives(treasures: str = TREASURES) -> tuple[str, ...]:
+    """[completion, one fraction per treasure kind, avoid_lava]."""
+    return ("completion", *(TREASURE_NAMES[t] for t in treasures), "avoid_lava")
 MOVES = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 
 Cell = tuple[int, int]
@@ -97,9 +105,10 @@ def truncate_at_exit(maze: Maze, path: Sequence[Cell]) -> tuple[Cell, ...]:
     return tuple(path)
 
 
-def reward(maze: Maze, path: Sequence[Cell] | None) -> np.ndarray:
-    """[completion, gold, diamond, avoid_lava] of a path (None = invalid: zeros)."""
-    vector = np.zeros(len(OBJECTIVES))
+def reward(maze: Maze, path: Sequence[Cell] | None, treasures: str = TREASURES) -> np.ndarray:
+    """[completion, gold, diamond, avoid_lava] of a path (None = invalid: zeros); with other
+    `treasures`, one fraction per kind between completion and avoid_lava."""
+    vector = np.zeros(len(treasures) + 2)
     if path is None:
         return vector
     path = truncate_at_exit(maze, path)
@@ -107,11 +116,11 @@ def reward(maze: Maze, path: Sequence[Cell] | None) -> np.ndarray:
         return vector
     visited = set(path)
     vector[0] = 1.0
-    for i, tile in ((1, GOLD), (2, DIAMOND)):
+    for i, tile in enumerate(treasures, 1):
         cells = maze.tiles(tile)
         vector[i] = len(visited.intersection(cells)) / len(cells) if cells else 0.0
     lava = maze.tiles(LAVA)
-    vector[3] = 1.0 - len(visited.intersection(lava)) / len(lava) if lava else 1.0
+    vector[-1] = 1.0 - len(visited.intersection(lava)) / len(lava) if lava else 1.0
     return vector
 
 

@@ -162,6 +162,11 @@ def chat_answer(moves: list[str]) -> str:
     return "\n".join(f"<route_{i}>{' '.join(route)}</route_{i}>" for i, route in enumerate(moves, 1))
 
 
+def route_tags(completion: str) -> list[tuple[str, str]]:
+    """(number, body) of each `<route_i>...</route_i>` in order."""
+    return _TAG.findall(completion)
+
+
 def parse_chat(completion: str, m: int) -> list[str]:
     """The routes as U/D/L/R strings; ParseError if malformed, TemplateMismatch if not m routes."""
     found = _TAG.findall(completion)

@@ -42,12 +42,31 @@ def score_file(maze: dict, style: str, path: str | Path) -> dict[str, float]:
     return {**{name: float(v) for name, v in zip(OBJECTIVES, vector)}, "valid": 1.0}
 
 
+def score_task_file(maze: dict, task_name: str, path: str | Path) -> dict[str, float]:
+    """The route in the file's EVOLVE block scored by the registered task `task_name`."""
+    import tasks
+    from tasks.base import Instance
+
+    task = tasks.get(task_name)
+    instance = Instance(task_name, "spec", 0, Maze(tuple(maze["rows"]), int(maze["budget"])))
+    try:
+        answers = task.parse(instance, block_of(Path(path).read_text()), m=1)
+    except (ParseError, TemplateMismatch):
+        return {**dict.fromkeys(task.objectives, 0.0), "valid": 0.0}
+    vector = task.score(instance, answers)[0]
+    return {**{name: float(v) for name, v in zip(task.objectives, vector)}, "valid": 1.0}
+
+
 def write_spec(task, instance, directory: Path, initial: str) -> Path:
     maze: Maze = instance.data
     program = task.prompt(instance, m=1) + START_LINE + initial.strip() + "\n" + END_LINE
     literal = json.dumps({"rows": list(maze.rows), "budget": maze.budget})
-    tables = problem_tables(f"maze-{instance.split}-{instance.index}", "route.txt", OBJECTIVES, weights=[1.0] * 4,
-                            isolation="none", timeout=5.0, style="continue",
-                            features={name: (f"objective:{name}", [0.0, 1.0], 3) for name in ("gold", "diamond")})
-    scorer = scorer_file("one maze", "tasks.maze.spec:score_file", {"MAZE": literal, "STYLE": repr(task.style)})
+    treasures = [name for name in task.objectives if name not in ("completion", "avoid_lava")]
+    tables = problem_tables(f"{task.name}-{instance.split}-{instance.index}", "route.txt", task.objectives,
+                            weights=[1.0] * len(task.objectives), isolation="none", timeout=5.0, style="continue",
+                            features={name: (f"objective:{name}", [0.0, 1.0], 3) for name in treasures[:2]})
+    if task.name == "maze":  # the specs written before other maze families existed
+        scorer = scorer_file("one maze", "tasks.maze.spec:score_file", {"MAZE": literal, "STYLE": repr(task.style)})
+    else:
+        scorer = scorer_file("one maze", "tasks.maze.spec:score_task_file", {"MAZE": literal, "TASK": repr(task.name)})
     return write_problem(directory, tables, {"route.txt": program, "score.py": scorer})

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# RL lanes on maze-clusters from the committed warm-up (examples/maze/results-clusters/warmup), one torch
+# thread per lane, two lanes side by side, run from a fixed commit in a git worktree:
+#   git worktree add /work/exp24 COMMIT && cd /work/exp24 && RUNS=/work/runs24 PYTHONPATH=$PWD OMP_NUM_THREADS=1 nohup bash examples/maze/results-clusters/train.sh a &
+# Resumable: a run directory with trainer_state.pt continues with `evo train --out DIR --resume --steps N`, which is
+# what a lane does when its directory exists (the committed states in results-clusters/states/ are such directories:
+# copy one to $RUNS/NAME and run its lane again).
+set -euo pipefail
+RUNS=${RUNS:-/tmp/maze-clusters}
+WARMUP=examples/maze/results-clusters/warmup
+common="--task maze-clusters --init $WARMUP --prompts 8 --group 8 --answers 3 --lr 1e-4 --kl-coef 0 --temperature 1.0 --save-every 25 --snapshot-every 100 --threads 1 --no-progress"
+train() {  # name algo steps max_new_tokens seed [extra...]
+  local name=$1 algo=$2 steps=$3 tokens=$4 seed=$5; shift 5
+  local out=$RUNS/$name
+  if [ -f "$out/trainer_state.pt" ]; then
+    python -m evo train --out "$out" --resume --steps "$steps" --threads 1 --no-progress >> "$out.log" 2>&1
+  else
+    python -m evo train $common --algo "$algo" --steps "$steps" --max-new-tokens "$tokens" --seed "$seed" --out "$out" "$@" >> "$out.log" 2>&1
+  fi
+}
+# 64 tokens per route (a 15-move route with notes is 63 characters; budgets are 6-13 moves): GRPO 68, VPO (m = 3) 196
+case $1 in
+  a) train grpo-s0 grpo 600 68 0 ;;
+  b) train vpo-s0 vpo 600 196 0 ;;
+  # not started yet (later sessions): VPO m = 2, DARLING-style, Max@K, Multi-RLVR, random-weight GRPO, clip-higher, seeds 1-2
+  c) train vpo2-s0 vpo 600 132 0 --answers 2 ;;
+  d) train grpo-darling-s0 grpo 600 68 0 --diversity-coef 1.0 ;;
+  e) train multirlvr-s0 multi_rlvr 600 196 0 ;;
+  f) train rwgrpo-s0 random_weight_grpo 600 68 0 ;;
+  g) train maxk-s0 maxk 600 68 0 ;;
+  h) train grpo-cliphigh-s0 grpo 600 68 0 --eps-high 0.28 ;;
+esac
