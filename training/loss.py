@@ -34,6 +34,12 @@ def head_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module
     return backbone, head
 
 
+def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module | None]:
+    """(backbone, head) from `head_parts`, or (the model, None): its own forward gives logits."""
+    parts = head_parts(model)
+    return parts if parts is not None else (model, None)
+
+
 def chosen_logprobs(hidden: torch.Tensor, head: torch.nn.Module | None, targets: torch.Tensor,
                     entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probabilities of `targets` (...,) and, with `entropy`, each position's entropy, from
@@ -74,10 +80,9 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     longest completion. No (rows, T, vocabulary) tensor is formed: the head runs chunk by
     chunk (`chosen_logprobs`), in the model's dtype, with float32 log-sum-exps."""
     rows = rows.to(samples.completion_ids.device)
-    parts = head_parts(model)
     if torch.is_grad_enabled() and checkpointed_layers(model):
         return joint_logprobs(model, samples, rows, entropy=entropy)
-    body, head = parts if parts is not None else (model, None)
+    body, head = split_head(model)
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
@@ -127,8 +132,7 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     gradient checkpointing (a recomputed layer cannot share a prompt cache). transformers only
     checkpoints layers in training mode: their own flag is set for the forward, so dropout
     elsewhere stays off as in every other forward of the trainer."""
-    parts = head_parts(model)
-    body, head = parts if parts is not None else (model, None)
+    body, head = split_head(model)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[rows], samples.prompt_mask[rows])
     completion, keep = samples.completion_ids[rows], samples.completion_mask[rows]
     mask = torch.cat([prompt_mask, torch.ones_like(keep)], dim=1)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tasks.maze.env import AMBER, DIAMOND, EXIT, FLOOR, GOLD, LAVA, PEARL, START, WALL, Maze
-from tasks.maze.generator import _symmetry, split_of
+from tasks.maze.generator import draw
 from tasks.maze.oracle import exit_outcomes
 
 CLUSTERS = GOLD + DIAMOND + PEARL + AMBER
@@ -88,13 +88,4 @@ def _budget(rows: tuple[str, ...], config: ClusterConfig) -> int | None:
 
 def generate(config: ClusterConfig, rng: np.random.Generator, split: str | None = None) -> Maze:
     """One maze drawn from `rng` (redrawn until valid and, if given, in `split`)."""
-    for _ in range(10_000):
-        grid = _symmetry(_layout(config, rng), rng)
-        rows = tuple("".join(row) for row in grid)
-        budget = _budget(rows, config)
-        if budget is None:
-            continue
-        maze = Maze(rows, budget)
-        if split is None or split_of(maze) == split:
-            return maze
-    raise RuntimeError(f"could not generate a valid maze for {config}")
+    return draw(config, rng, split, _layout, _budget)

@@ -90,13 +90,18 @@ def _budget(rows: tuple[str, ...], config: MazeConfig) -> int | None:
 
 def generate(config: MazeConfig, rng: np.random.Generator, split: str | None = None) -> Maze:
     """One maze drawn from `rng` (redrawn until valid and, if given, in `split`)."""
+    return draw(config, rng, split, _layout, _budget)
+
+
+def draw(config, rng: np.random.Generator, split: str | None, layout, budget) -> Maze:
+    """A maze from `layout(config, rng)` in a random symmetry, redrawn until `budget(rows, config)`
+    accepts it (not None) and, if given, it falls in `split`; shared by the maze families."""
     for _ in range(10_000):
-        grid = _symmetry(_layout(config, rng), rng)
-        rows = tuple("".join(row) for row in grid)
-        budget = _budget(rows, config)
-        if budget is None:
+        rows = tuple("".join(row) for row in _symmetry(layout(config, rng), rng))
+        steps = budget(rows, config)
+        if steps is None:
             continue
-        maze = Maze(rows, budget)
+        maze = Maze(rows, steps)
         if split is None or split_of(maze) == split:
             return maze
     raise RuntimeError(f"could not generate a valid maze for {config}")
