@@ -19,14 +19,23 @@ train() {  # name algo steps max_new_tokens seed [extra...]
   fi
 }
 # 64 tokens per route (a 15-move route with notes is 63 characters; budgets are 6-13 moves): GRPO 68, VPO (m = 3) 196
+# several lanes one after another: train.sh b1 a1 d1 e
+if [ $# -gt 1 ]; then for lane in "$@"; do bash "$0" "$lane" || echo "train.sh: lane $lane failed" >&2; done; exit; fi
 case $1 in
   a) train grpo-s0 grpo 600 68 0 ;;
   b) train vpo-s0 vpo 600 196 0 ;;
-  # not started yet (later sessions): VPO m = 2, DARLING-style, Max@K, Multi-RLVR, random-weight GRPO, clip-higher, seeds 1-2
   c) train vpo2-s0 vpo 600 132 0 --answers 2 ;;
   d) train grpo-darling-s0 grpo 600 68 0 --diversity-coef 1.0 ;;
+  # seeds 1 and 2 of GRPO, VPO (m = 3) and DARLING-style
+  a1) train grpo-s1 grpo 600 68 1 ;;
+  a2) train grpo-s2 grpo 600 68 2 ;;
+  b1) train vpo-s1 vpo 600 196 1 ;;
+  b2) train vpo-s2 vpo 600 196 2 ;;
+  d1) train grpo-darling-s1 grpo 600 68 1 --diversity-coef 1.0 ;;
+  d2) train grpo-darling-s2 grpo 600 68 2 --diversity-coef 1.0 ;;
   e) train multirlvr-s0 multi_rlvr 600 196 0 ;;
   f) train rwgrpo-s0 random_weight_grpo 600 68 0 ;;
   g) train maxk-s0 maxk 600 68 0 ;;
   h) train grpo-cliphigh-s0 grpo 600 68 0 --eps-high 0.28 ;;
+  *) echo "train.sh: unknown lane '$1' (a b c d e f g h a1 a2 b1 b2 d1 d2)" >&2; exit 2 ;;
 esac
