@@ -97,7 +97,7 @@ class LoopConfig:
 class Progress:
     iteration: int = 0  # iterations committed
     best: float | None = None
-    coverage: float = 0.0
+    coverage: float | None = None  # MAP-Elites cells filled; None when the spec declares no features
     evaluations: int = 0  # evaluated over the whole run (journal)
     failures: int = 0
     session_evaluations: int = 0  # evaluated by this process (for the rate)
@@ -369,7 +369,7 @@ class Evolution:
     def _refresh(self) -> None:
         best = self.db.best()
         self.progress.iteration, self.progress.best = self.committed, None if best is None else float(best.scalar)
-        self.progress.coverage = float(self.db.archive.coverage)
+        self.progress.coverage = float(self.db.archive.coverage) if self.db.config.features else None
         self.progress.reached_target = self._target_reached()
 
 
