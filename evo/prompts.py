@@ -59,7 +59,7 @@ class Prompt:
 def _score_line(shown: Shown, minimize: Sequence[str] = ()) -> str:
     """`score S (a=.., b=..)`: the scalar, then each objective as the scorer reported it; a
     lower-is-better one says so."""
-    parts = ", ".join(f"{name}={value:.4g}" + (" (lower is better)" if name in minimize else "")
+    parts = ", ".join(f"{name}={value:.4g}" + (" [lower is better]" if name in minimize else "")
                       for name, value in shown.scores.items())
     return f"score {shown.scalar:.4g}" + (f" ({parts})" if parts else "")
 

@@ -281,5 +281,5 @@ def test_prompts_show_a_minimized_objective_in_the_scorers_own_sign(tmp_path):
                                                         search=SearchSettings(islands=1, parents=1, inspirations=0)))
     db.add_initial(PROGRAM, evaluation)
     text = Evolution(LoopConfig(iterations=1, batch=1), db).ask().prompts[0].text
-    assert "(fa=0.3333, fb=0.25 (lower is better))" in text and "-0.25" not in text
+    assert "(fa=0.3333, fb=0.25 [lower is better])" in text and "-0.25" not in text
     assert "fb (lower is better)" in text
