@@ -48,7 +48,7 @@ from evo.feedback import FAILURES_SHOWN
 from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
-from evo.scores import Evaluation, scalarize, storable
+from evo.scores import Evaluation, real_values, scalarize, storable
 from evo.spec import PromptSettings, SearchSettings
 
 
@@ -97,7 +97,7 @@ class LoopConfig:
 class Progress:
     iteration: int = 0  # iterations committed
     best: float | None = None
-    coverage: float = 0.0
+    coverage: float | None = None  # MAP-Elites cells filled; None when the spec declares no features
     evaluations: int = 0  # evaluated over the whole run (journal)
     failures: int = 0
     session_evaluations: int = 0  # evaluated by this process (for the rate)
@@ -228,7 +228,7 @@ class Evolution:
         island = iteration % len(self.db.islands)
         parents, inspirations = self._sample(island, rng)
         prompt = prompts.build(self.config.style, parents, inspirations, rng=rng, system=self.config.system,
-                               objectives=self.objectives, stop=self.config.stop)
+                               objectives=self.objectives, minimize=self.db.config.minimize, stop=self.config.stop)
         return island, prompt, tuple(p.key for p in parents)
 
     def _sample(self, island: int, rng: np.random.Generator) -> tuple[list[Shown], list[Shown]]:
@@ -239,7 +239,7 @@ class Evolution:
         return [self._shown(p) for p in parents], [self._shown(p) for p in inspirations]
 
     def _shown(self, program: Program) -> Shown:
-        scores = dict(zip(self.objectives, map(float, program.scores)))
+        scores = real_values(program.scores, self.objectives, self.db.config.minimize)  # as the scorer reported them
         if not self.config.feedback:
             return Shown(program.code, float(program.scalar), scores, program.id)
         failed = tuple((child.failure_kind or "", child.failure_message or "", child.feedback)
@@ -369,7 +369,7 @@ class Evolution:
     def _refresh(self) -> None:
         best = self.db.best()
         self.progress.iteration, self.progress.best = self.committed, None if best is None else float(best.scalar)
-        self.progress.coverage = float(self.db.archive.coverage)
+        self.progress.coverage = float(self.db.archive.coverage) if self.db.config.features else None
         self.progress.reached_target = self._target_reached()
 
 

@@ -56,8 +56,11 @@ class Prompt:
     stop: tuple[str, ...] = ()
 
 
-def _score_line(shown: Shown) -> str:
-    parts = ", ".join(f"{name}={value:.4g}" for name, value in shown.scores.items())
+def _score_line(shown: Shown, minimize: Sequence[str] = ()) -> str:
+    """`score S (a=.., b=..)`: the scalar, then each objective as the scorer reported it; a
+    lower-is-better one says so."""
+    parts = ", ".join(f"{name}={value:.4g}" + (" [lower is better]" if name in minimize else "")
+                      for name, value in shown.scores.items())
     return f"score {shown.scalar:.4g}" + (f" ({parts})" if parts else "")
 
 
@@ -83,10 +86,14 @@ def _shown_section(title: str, shown: Shown, label: str) -> str:
     return f"{title}\n{fenced(shown.code)}" + (f"\n\n{said}" if said else "")
 
 
-def _objectives_line(objectives: Sequence[str]) -> str:
+def _objectives_line(objectives: Sequence[str], minimize: Sequence[str] = ()) -> str:
     if not objectives:
         return ""
-    return f"Objectives (higher is better): {', '.join(objectives)}; the score is their weighted mean.\n"
+    if not minimize:
+        return f"Objectives (higher is better): {', '.join(objectives)}; the score is their weighted mean.\n"
+    named = ", ".join(f"{name} ({'lower' if name in minimize else 'higher'} is better)" for name in objectives)
+    return (f"Objectives: {named}. Each is shown as measured; the score (higher is better) is their weighted "
+            f"mean with the lower-is-better ones counted negated.\n")
 
 
 def _scope_line(base: Shown) -> str:
@@ -110,18 +117,18 @@ lines to put instead
 
 
 def _context_prompt(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown],
-                    system: str, objectives: Sequence[str]) -> Prompt:
+                    system: str, objectives: Sequence[str], minimize: Sequence[str]) -> Prompt:
     base = parents[0]
-    sections = [system.strip(), _objectives_line(objectives) + _scope_line(base)]
+    sections = [system.strip(), _objectives_line(objectives, minimize) + _scope_line(base)]
     if style == "diff":
         sections.append(_DIFF_HELP)
     for index, shown in enumerate(inspirations):
-        sections.append(_shown_section(f"## Inspiration {index + 1} ({_score_line(shown)})", shown,
+        sections.append(_shown_section(f"## Inspiration {index + 1} ({_score_line(shown, minimize)})", shown,
                                        f"inspiration {index + 1}"))
     for index, shown in enumerate(parents[1:]):
-        sections.append(_shown_section(f"## Other parent {index + 1} ({_score_line(shown)})", shown,
+        sections.append(_shown_section(f"## Other parent {index + 1} ({_score_line(shown, minimize)})", shown,
                                        f"other parent {index + 1}"))
-    sections.append(_shown_section(f"## Current program ({_score_line(base)})", base, "the current program"))
+    sections.append(_shown_section(f"## Current program ({_score_line(base, minimize)})", base, "the current program"))
     if style == "diff":
         sections.append("Reply with SEARCH/REPLACE edits that improve the current program.")
     else:
@@ -129,12 +136,14 @@ def _context_prompt(style: str, parents: Sequence[Shown], inspirations: Sequence
     return Prompt("\n\n".join(s for s in sections if s) + "\n", style, base)
 
 
-def _versions_prompt(programs: Sequence[Shown], system: str, objectives: Sequence[str]) -> Prompt:
+def _versions_prompt(programs: Sequence[Shown], system: str, objectives: Sequence[str],
+                     minimize: Sequence[str]) -> Prompt:
     ordered = sorted(programs, key=lambda shown: shown.scalar)
     base = ordered[-1]
-    sections = [system.strip(), _objectives_line(objectives) + _scope_line(base)]
+    sections = [system.strip(), _objectives_line(objectives, minimize) + _scope_line(base)]
     for version, shown in enumerate(ordered):
-        sections.append(_shown_section(f"## Version {version} ({_score_line(shown)})", shown, f"version {version}"))
+        sections.append(_shown_section(f"## Version {version} ({_score_line(shown, minimize)})", shown,
+                                       f"version {version}"))
     sections.append(
         f"Write version {len(ordered)}, better than version {len(ordered) - 1}, "
         f"as a complete program in one {fence_for(base.code)}python block."
@@ -152,14 +161,15 @@ def _continue_prompt(base: Shown, rng: np.random.Generator, stop: Sequence[str])
 
 def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = (), *,
           rng: np.random.Generator, system: str = "You improve programs.",
-          objectives: Sequence[str] = (), stop: Sequence[str] = ()) -> Prompt:
-    """The prompt for one policy call. `parents[0]` is the primary parent."""
+          objectives: Sequence[str] = (), minimize: Sequence[str] = (), stop: Sequence[str] = ()) -> Prompt:
+    """The prompt for one policy call. `parents[0]` is the primary parent. Shown scores are the
+    scorer's real values; the objectives in `minimize` are labelled lower-is-better."""
     if not parents:
         raise ValueError("a prompt needs at least one parent")
     if style in ("full", "diff"):
-        return _context_prompt(style, parents, inspirations, system, objectives)
+        return _context_prompt(style, parents, inspirations, system, objectives, minimize)
     if style == "versions":
-        return _versions_prompt([*parents, *inspirations], system, objectives)
+        return _versions_prompt([*parents, *inspirations], system, objectives, minimize)
     if style == "continue":
         return _continue_prompt(parents[0], rng, stop)
     raise ValueError(f"unknown prompt style {style!r}; expected one of {', '.join(STYLES)}")

@@ -272,6 +272,13 @@ def _summary(result: Progress, directory: Path) -> str:
             f"{result.parse_errors} unparseable, {result.duplicates} duplicates")
 
 
+def postfix(progress: Progress) -> str:
+    """The progress bar's figures (coverage only when the spec has MAP-Elites features)."""
+    best = "-" if progress.best is None else f"{progress.best:.4g}"
+    coverage = "" if progress.coverage is None else f" cov={progress.coverage:.0%}"
+    return f"best={best}{coverage} evals/s={progress.evals_per_s:.1f} fail={progress.failures}"
+
+
 class _ProgressBar:
     def __init__(self, total: int, initial: int, enabled: bool) -> None:
         from tqdm import tqdm
@@ -283,10 +290,7 @@ class _ProgressBar:
         self._bar.n = progress.iteration
         now = time.monotonic()
         if now - self._last > 0.2 or progress.iteration >= (self._bar.total or 0):
-            best = "-" if progress.best is None else f"{progress.best:.4g}"
-            self._bar.set_postfix_str(
-                f"best={best} cov={progress.coverage:.0%} evals/s={progress.evals_per_s:.1f} "
-                f"fail={progress.failures}", refresh=True)
+            self._bar.set_postfix_str(postfix(progress), refresh=True)
             self._last = now
 
     def close(self) -> None:

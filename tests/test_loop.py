@@ -269,3 +269,17 @@ def test_the_ask_tell_example_in_docs_loop_md_runs(capsys, monkeypatch):
     exec(compile(example, "docs/loop.md", "exec"), {})
     iteration, best = capsys.readouterr().out.split()
     assert int(iteration) == 6 and float(best) > 0
+
+
+def test_prompts_show_a_minimized_objective_in_the_scorers_own_sign(tmp_path):
+    (tmp_path / "score.py").write_text(SCORER)
+    limits = SandboxLimits(isolation="none")
+    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["fa", "fb"], limits, minimize=("fb",)) as box:
+        evaluation = box.evaluate(PROGRAM)
+    assert evaluation.scores[1] == -0.25  # stored negated: fb = 1 / (1 + |2 + 1|)
+    db = Database.open(tmp_path / "run", DatabaseConfig(objectives=("fa", "fb"), minimize=("fb",),
+                                                        search=SearchSettings(islands=1, parents=1, inspirations=0)))
+    db.add_initial(PROGRAM, evaluation)
+    text = Evolution(LoopConfig(iterations=1, batch=1), db).ask().prompts[0].text
+    assert "(fa=0.3333, fb=0.25 [lower is better])" in text and "-0.25" not in text
+    assert "fb (lower is better)" in text

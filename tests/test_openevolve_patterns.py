@@ -264,6 +264,22 @@ def test_lower_is_better_metrics_keep_their_real_values(tmp_path):
     assert "minimize  lag_error, slope_changes" in text.stdout and f"lag_error={m['lag_error']:.6g}" in text.stdout
 
 
+def test_a_cascade_stage_missing_an_objective_is_named(tmp_path):
+    """OpenEvolve's stage-1 functions often return fewer metrics than `evaluate` (its
+    signal_processing's has no overall_score): `evo check` says which stage lacks what."""
+    spec = write(tmp_path, SIGNAL_PROCESSING)
+    with (tmp_path / "evaluator.py").open("a") as evaluator:
+        evaluator.write("\ndef evaluate_stage1(program_path):\n    return {'runs_successfully': 1.0, 'composite_score': 0.7}\n")
+    spec.write_text(spec.read_text().replace('scorer = "evaluator.py:evaluate"',
+                                             'scorer = ["evaluator.py:evaluate_stage1", "evaluator.py:evaluate"]\ncascade = [0.3]'))
+    code, report = check(spec)
+    assert code == 1 and report["error"]["stage"] == 1 and report["error"]["scorer"].endswith("evaluator.py:evaluate_stage1")
+    assert "misses objective(s) ['overall_score', 'lag_error', 'slope_changes']" in report["error"]["message"]
+    text = subprocess.run([EVO, "check", str(spec)], capture_output=True, text=True, timeout=120)
+    assert text.returncode == 1
+    assert "failed    bad_output in cascade stage 1 (evaluator.py:evaluate_stage1): scorer result misses" in text.stdout
+
+
 def test_circle_packing_runs_its_temp_script_under_the_default_sandbox(tmp_path):
     code, report = check(write(tmp_path, CIRCLE_PACKING))
     assert code == 0, report

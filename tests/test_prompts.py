@@ -35,6 +35,17 @@ def test_context_prompt_shows_scores_and_parent_last(style):
     assert ("SEARCH" in prompt.text) == (style == "diff")
 
 
+@pytest.mark.parametrize("style", ["full", "diff", "versions"])
+def test_minimized_objectives_are_shown_as_measured_and_labelled(style):
+    lag = Shown(code=BASE, scalar=0.2, scores={"overall": 0.39, "lag_error": 0.87})  # real values, as the loop gives
+    prompt = build(style, [lag], [shown(OTHER, 0.1)], rng=rng(), objectives=["overall", "lag_error"],
+                   minimize=["lag_error"])
+    assert "lag_error=0.87 [lower is better]" in prompt.text and "-0.87" not in prompt.text
+    assert "overall=0.39," in prompt.text and "overall=0.39 [lower" not in prompt.text
+    assert "Objectives: overall (higher is better), lag_error (lower is better)." in prompt.text
+    assert "higher is better): overall" not in prompt.text
+
+
 def test_versions_ordered_by_score_best_last():
     prompt = build("versions", [shown(OTHER, 0.4)], [shown(BASE, 0.9), shown(WORSE, 0.1)], rng=rng())
     text = prompt.text

@@ -39,3 +39,31 @@ def test_the_grid_labels_its_bin_edges():
     for edge in ("0.0", "0.5", "1.0"):
         assert f">{edge}</text>" in chart
     assert "(bin edges)" in chart
+
+
+def text_boxes(chart: str) -> list[tuple[str, float, float, float, float]]:
+    """Each unrotated label's box at 11 px: 0.6 em a character (generous for digits), from 8 px
+    above the baseline to 1 below (numbers have no descenders)."""
+    boxes = []
+    for attrs, text in re.findall(r"<text ([^>]*)>([^<]*)</text>", chart):
+        if "transform" in attrs:
+            continue
+        x, y = (float(re.search(rf'\b{a}="([-\d.]+)"', attrs).group(1)) for a in ("x", "y"))
+        anchor = re.search(r'text-anchor="(\w+)"', attrs)
+        width = 6.6 * len(text)
+        left = {"start": x, "middle": x - width / 2, "end": x - width}[anchor.group(1) if anchor else "start"]
+        boxes.append((text, left, left + width, y - 8, y + 1))
+    return boxes
+
+
+@pytest.mark.parametrize("xrange, colors", [([0, 4000], (0.364, 0.372)), ([0.0, 1.0], (-1234.5, 0.000123)),
+                                             ([0, 2000], (0.1, 0.4))])
+def test_the_grid_labels_overlap_nothing_and_stay_inside(xrange, colors):
+    values = [[colors[0], None], [None, colors[1]], [None, None], [0.5 * sum(colors), None]]
+    chart = svg.heatmap(values * 3, "length", "gold", xrange, [0.0, 1.0])
+    boxes = text_boxes(chart)
+    assert {f"{colors[0]:.3g}", f"{colors[1]:.3g}", f"{xrange[1]}"} <= {b[0] for b in boxes}  # the bar's ends, the last edge
+    for i, a in enumerate(boxes):
+        assert 0 <= a[1] and a[2] <= svg.WIDTH, a
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[1] or b[2] <= a[1] or a[4] <= b[3] or b[4] <= a[3], (a, b)

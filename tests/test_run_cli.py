@@ -101,6 +101,17 @@ def test_run_then_show(problem, tmp_path):
     assert graph.number_of_nodes() >= data["programs"] and graph.number_of_edges() > 0
 
 
+def test_the_progress_bar_shows_coverage_only_with_features(problem, tmp_path):
+    with_features = evo("run", str(problem), "--policy", "mutate:", "--iterations", "2", "--out", str(tmp_path / "a"))
+    assert with_features.returncode == 0, with_features.stderr
+    assert "cov=" in with_features.stderr and "evals/s=" in with_features.stderr
+    problem.write_text(SPEC.replace('[features.length]\nsource = "code_length"\nrange = [0, 200]\nbins = 4\n', ""))
+    without = evo("run", str(problem), "--policy", "mutate:", "--iterations", "2", "--out", str(tmp_path / "b"))
+    assert without.returncode == 0, without.stderr
+    assert "[features" not in problem.read_text()
+    assert "cov=" not in without.stderr and "evals/s=" in without.stderr
+
+
 def test_spec_flags_override_the_spec(problem, tmp_path):
     out = tmp_path / "run"
     result = evo("run", str(problem), "--policy", "mutate:", "--iterations", "3", "--islands", "3",
@@ -118,7 +129,7 @@ def test_spec_flags_override_the_spec(problem, tmp_path):
     [
         (["run", "missing.toml", "--policy", "mutate:"], 2, "no such spec file"),
         (["run", "{spec}", "--policy", "nope:"], 2, "unknown policy"),
-        (["run", "{spec}"], 2, "needs SPEC and --policy"),
+        (["run", "{spec}"], 2, "needs SPEC and --policy URI (or --resume DIR); without a model: --policy mutate:"),
         (["run", "--resume", "{tmp}/nothing"], 2, "not a run directory"),
         (["run", "{spec}", "--policy", "mutate:", "--islands", "0"], 2, "islands"),
         (["show", "{tmp}/nothing"], 2, "no run here"),

@@ -26,9 +26,13 @@ def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
     from evo.features import as_dict, feature_values
     from evo.scores import BadOutput, real_values, scalarize
 
-    if not evaluation.ok:
-        return {"error": {"kind": evaluation.failure.kind, "message": evaluation.failure.message}, "output": _output(evaluation)}
     problem = spec.problem
+    if not evaluation.ok:
+        error = {"kind": evaluation.failure.kind, "message": evaluation.failure.message}
+        if problem.cascade and evaluation.stage:  # which stage failed: OpenEvolve's stages often return other keys
+            stages = (problem.scorer, *(scorer for scorer, _ in problem.cascade))
+            error.update(stage=evaluation.stage, scorer=stages[evaluation.stage - 1])
+        return {"error": error, "output": _output(evaluation)}
     try:
         features = feature_values(spec.features, code, evaluation.scores, evaluation.extras, problem.objectives)
     except BadOutput as error:
@@ -50,7 +54,9 @@ def _show(program: Path, report: dict[str, Any]) -> None:
 
     click.echo(f"program   {program}")
     if "error" in report:
-        click.echo(f"failed    {report['error']['kind']}: {printable(report['error']['message'])}")
+        error = report["error"]
+        where = f" in cascade stage {error['stage']} ({Path(error['scorer']).name})" if "stage" in error else ""
+        click.echo(f"failed    {error['kind']}{where}: {printable(error['message'])}")
         _show_output(report["output"])
         return
     fmt = lambda d: "  ".join(f"{k}={v:.6g}" for k, v in d.items())  # noqa: E731

@@ -139,7 +139,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
         named = config.named
     else:
         if spec_path is None or not policy_uris:
-            raise UserError("evo run needs SPEC and --policy URI (or --resume DIR)")
+            raise UserError("evo run needs SPEC and --policy URI (or --resume DIR); without a model: --policy mutate:")
         named = params.policy_uris(policy_uris)
         spec = run_dir.check_spec(spec_path, overrides)
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)

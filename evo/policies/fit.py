@@ -46,7 +46,7 @@ def smallest_prompt(spec) -> str:
             return ""
     shown = Shown(code, 0.0, {name: 0.0 for name in spec.problem.objectives})
     return prompts.build(spec.prompt.style, [shown], rng=np.random.default_rng(0), system=spec.prompt.system,
-                         objectives=spec.problem.objectives).text
+                         objectives=spec.problem.objectives, minimize=spec.problem.minimize).text
 
 
 def shipped_contexts() -> str:

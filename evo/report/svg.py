@@ -9,6 +9,7 @@ from html import escape
 
 WIDTH, HEIGHT = 560, 320
 LEFT, RIGHT, TOP, BOTTOM = 76, 16, 16, 48
+COLORBAR = 92  # a heatmap's room right of its grid: a gap, the bar, and its labels (up to 9 characters)
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 VIRIDIS = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
 
@@ -162,7 +163,7 @@ def heatmap(values: Sequence[Sequence[float | None]], xlabel: str, ylabel: str, 
     nx, ny = len(values), len(values[0])
     filled = [v for row in values for v in row if v is not None]
     low, high = _span(filled)
-    width, height = (WIDTH - LEFT - RIGHT - 40) / nx, (HEIGHT - TOP - BOTTOM) / ny
+    width, height = (WIDTH - LEFT - RIGHT - COLORBAR) / nx, (HEIGHT - TOP - BOTTOM) / ny
     parts = []
     for i, row in enumerate(values):
         for j, v in enumerate(row):
@@ -171,12 +172,12 @@ def heatmap(values: Sequence[Sequence[float | None]], xlabel: str, ylabel: str, 
             tip = "empty" if v is None else f"best scalar {v:.4g}"
             parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}" fill="{fill}" '
                          f'stroke="#fff"><title>cell ({i}, {j}): {tip}</title></rect>')
-    right = WIDTH - RIGHT - 28
+    right = WIDTH - RIGHT - COLORBAR + 16  # the color bar, its labels beside it (clear of the x-axis labels)
     for k in range(20):
         parts.append(f'<rect x="{right}" y="{TOP + (19 - k) * (HEIGHT - TOP - BOTTOM) / 20:.1f}" width="12" '
                      f'height="{(HEIGHT - TOP - BOTTOM) / 20 + 0.5:.1f}" fill="{color(k / 19)}"/>')
-    parts.append(f'<text x="{right + 6}" y="{TOP - 4}" text-anchor="middle">{high:.3g}</text>'
-                 f'<text x="{right + 6}" y="{HEIGHT - BOTTOM + 14}" text-anchor="middle">{low:.3g}</text>')
+    parts.append(f'<text x="{right + 16}" y="{TOP + 8}">{high:.3g}</text>'
+                 f'<text x="{right + 16}" y="{HEIGHT - BOTTOM}">{low:.3g}</text>')
     parts += _bin_labels(xrange, nx, lambda k, text: f'<text x="{LEFT + k * width:.1f}" y="{HEIGHT - BOTTOM + 14}" '
                                                      f'text-anchor="middle">{text}</text>')
     if yrange:
