@@ -12,6 +12,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -95,11 +96,12 @@ def test_secret_files_cannot_be_read(task, secret, tmp_path):
     read = f"open({str(secret)!r}).read()"
     assert scores(task, body_if(read)) == [0.0] * 6
     assert set(evo_check(tmp_path, body_if(read))["scores"].values()) == {0.0}
-    world = tmp_path / "world.txt"  # (the candidate can run its code: a readable file is read)
-    world.write_text("hello")
-    world.chmod(0o644)
-    tmp_path.chmod(0o755)
-    assert scores(task, body_if(f"open({str(world)!r}).read()")) == [1.0] * 6
+    world = Path(tempfile.mkstemp(prefix="evo-world-", dir="/tmp")[1])  # (the control: what anyone may read is read)
+    try:
+        world.chmod(0o644)
+        assert scores(task, body_if(f"open({str(world)!r}).read()")) == [1.0] * 6
+    finally:
+        world.unlink()
 
 
 @root_only
@@ -139,8 +141,8 @@ def _processes_named(name: str) -> list[int]:
 
 def test_a_daemon_does_not_outlive_scoring(task):
     name = "evod" + secrets.token_hex(4)
-    daemon = ("import os, time, ctypes\n"
-              "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+    daemon = ("import os, time, ctypes\n"  # (in the first test only: the process limit stops a fork bomb)
+              "if x == 0 and os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
               f"        ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
               "        time.sleep(120)\n    os._exit(0)\n"
               "return x + y")

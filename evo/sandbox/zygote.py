@@ -47,7 +47,7 @@ def main() -> None:
     mode = _enter(config["namespaces"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started us ends. When the
     # search process dies, our stdin closes and we exit at the next request.
-    from evo.sandbox import child  # noqa: F401  (import numpy & co. once, not per evaluation)
+    from evo.sandbox import child, runner  # noqa: F401  (import numpy & co., and the candidate side, once)
     from evo.sandbox.loader import ScorerError, load_stages
 
     try:
