@@ -158,7 +158,7 @@ def test_demonstrations_parse_and_the_reference_scores_one():
 
 def test_hostile_test_fails_alone_within_the_timeout():
     add = problem(ADD)
-    hang = add.prompt + "    if x == 5:\n        while True:\n            try:\n                pass\n            except BaseException:\n                pass\n    return x + y\n"
+    hang = add.prompt + "    if (x, y) == (5, 7):\n        while True:\n            try:\n                pass\n            except BaseException:\n                pass\n    return x + y\n"
     early_exit = add.prompt + "    import os\n    os._exit(0)\n"
     task = HumanEvalTask(timeout=2.0)  # generous: CI machines are loaded
     try:
@@ -186,7 +186,7 @@ def test_evo_check_scores_the_reference_file_all_ones(tmp_path):
 def test_evo_check_times_out_one_test_only(tmp_path):
     add = problem(ADD)
     spec = write_spec(add, tmp_path / "spec", timeout=2.0)
-    (tmp_path / "spec" / "solution.py").write_text(program_file(add, "if y == 0:\n    while True:\n        pass\nreturn x + y"))
+    (tmp_path / "spec" / "solution.py").write_text(program_file(add, "if (x, y) == (1, 0):\n    while True:\n        pass\nreturn x + y"))
     start = time.monotonic()
     done = evo("check", str(spec), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

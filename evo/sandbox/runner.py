@@ -56,6 +56,8 @@ def _serve() -> None:
             module, reply = _load(request["load"])
         elif "fork" in request:
             reply, copy = _fork(request["fork"], copy)
+            if reply is None:
+                continue
         elif "end" in request:
             if copy:
                 return
@@ -72,9 +74,9 @@ def _serve() -> None:
             view = view[os.write(REPLIES, view):]
 
 
-def _fork(seconds: Any, copy: bool) -> tuple[dict, bool]:
-    """(The reply, whether this process is now the copy.) The copy answers; this process
-    answers only when the copy has ended: `{"ended": ...}`."""
+def _fork(seconds: Any, copy: bool) -> tuple[dict | None, bool]:
+    """(The reply, whether this process is now the copy.) This process answers that the copy
+    exists (the copy: None, nothing to send), then, once the copy has ended, `{"ended": ...}`."""
     if copy or not (isinstance(seconds, (int, float)) and 0 < seconds < math.inf):
         return {"error": ["exception", "fresh copies are not nested and need a time limit"]}, copy
     _flush()
@@ -85,7 +87,8 @@ def _fork(seconds: Any, copy: bool) -> tuple[dict, bool]:
     if pid == 0:
         os.setpgid(0, 0)  # (its own group: killed at the deadline with what it started)
         isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-        return {"ok": None}, True
+        return None, True  # (this process answered the fork: the copy is ready when it reads the next request)
+    _send(REPLIES, {"ok": None}, True)
     pidfd = os.pidfd_open(pid)
     ended = "exit" if select.select([pidfd], [], [], seconds)[0] else "timeout"
     for kill in (os.killpg, os.kill):

@@ -7,6 +7,8 @@ per-test time limit (`# evo-humaneval HumanEval/53 3.0`), then the problem's pro
 the answer; `score_program` (the sandbox's scorer, run in its scorer process) reads that
 line and the prompt before the candidate's code runs (the answer comes after both), runs
 the problem's tests (tasks.humaneval.run) and returns the WIDTH-long padded vector.
+The sandbox imports it from tasks.humaneval.scorer, whose import reads the problems once,
+in the warm worker, not in every evaluation.
 """
 
 from __future__ import annotations
@@ -14,13 +16,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from tasks.humaneval import formats
-from tasks.humaneval.data import WIDTH, HumanEvalProblem, problems
+from tasks.humaneval.data import WIDTH, HumanEvalProblem
 from tasks.humaneval.run import run_tests
 from tasks.humaneval.spec import objectives
 
@@ -38,17 +39,12 @@ def program_text(problem: HumanEvalProblem, answer: str, timeout: float) -> str:
     return f"{HEADER} {problem.task_id} {timeout!r}\n" + formats.program(problem, answer)
 
 
-@lru_cache(maxsize=1)
-def _by_id() -> dict[str, HumanEvalProblem]:
-    return {p.task_id: p for p in problems()}
-
-
-def score_program(path: str) -> list[float]:
+def score_program(path: str, by_id: dict[str, HumanEvalProblem]) -> list[float]:
     """The sandbox's scorer: the padded test vector of the program file at `path`."""
     text = Path(path).read_text(encoding="utf-8")  # (before the candidate runs: it may rewrite its file)
     first, _, rest = text.partition("\n")
     words = first.split()
-    problem = _by_id().get(words[2]) if len(words) == 4 and f"{words[0]} {words[1]}" == HEADER else None
+    problem = by_id.get(words[2]) if len(words) == 4 and f"{words[0]} {words[1]}" == HEADER else None
     if problem is None or not rest.startswith(problem.prompt):
         raise ValueError("not a humaneval program file (its first line names no problem)")
     return padded(run_tests(path, problem.prompt, problem.entry_point, problem.tests, float(words[3]))).tolist()
@@ -80,7 +76,7 @@ class SandboxScorer:
                 from evo.spec import SandboxLimits
 
                 limits = SandboxLimits(timeout=WIDTH * self.timeout + 10.0, workers=self.workers)
-                self._sandbox = Sandbox("tasks.humaneval.scoring:score_program", objectives(WIDTH), limits)
+                self._sandbox = Sandbox("tasks.humaneval.scorer:evaluate", objectives(WIDTH), limits)
                 weakref.finalize(self, self._sandbox.close)
             return self._sandbox
 
