@@ -15,9 +15,9 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import select
 import signal
 import sys
+import time
 from typing import Any
 
 from evo.sandbox import isolation, lockdown, protocol
@@ -90,7 +90,7 @@ def _fork(seconds: Any, copy: bool) -> tuple[dict | None, bool]:
         return None, True  # (this process answered the fork: the copy is ready when it reads the next request)
     _send(REPLIES, {"ok": None}, True)
     pidfd = os.pidfd_open(pid)
-    ended = "exit" if select.select([pidfd], [], [], seconds)[0] else "timeout"
+    ended = "exit" if protocol.wait_readable([pidfd], time.monotonic() + seconds) else "timeout"
     for kill in (os.killpg, os.kill):
         try:
             kill(pid, signal.SIGKILL)
