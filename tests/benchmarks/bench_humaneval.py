@@ -3,13 +3,16 @@ the candidate's process, judged on the scorer's side) against the harness it rep
 the same run: each test forked from the caller's own process (unsandboxed, forgeable),
 loaded from git (`--baseline-rev`, the commit before the change).
 
-    python tests/benchmarks/bench_humaneval.py [--quick] [--problems N] [--baseline-rev REV]
+    python tests/benchmarks/bench_humaneval.py [--quick] [--problems N] [--caller-mb MB] [--baseline-rev REV]
 
 The reference answers of the first N problems (every test passes, so every test runs to its
 end), scored one answer at a time and all answers at once (the sandbox's workers in flight;
 the old harness has no parallelism of its own). Wall-clock medians over repeats, with
 [min, max]; the sides are interleaved; thread counts pinned to 1. The sandbox's start (its
-workers import the scorer) is reported apart. The last line is one JSON object.
+workers import the scorer) is reported apart. `--caller-mb` makes the calling process hold
+that much touched memory first, as a trainer holds its model: the old harness forked that
+process for every test; the sandbox's cost does not depend on it. The last line is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -54,8 +57,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer problems and repeats")
     parser.add_argument("--problems", type=int, default=0, help="how many problems (default 40, quick 12)")
+    parser.add_argument("--caller-mb", type=int, default=0, help="memory the calling process holds (a trainer's model)")
     parser.add_argument("--baseline-rev", default="6126dbd", help="the commit whose harness is the baseline")
     args = parser.parse_args()
+    ballast = bytearray(args.caller_mb << 20)
+    for offset in range(0, len(ballast), 4096):  # touched: the pages are really there
+        ballast[offset] = 1
     count = args.problems or (12 if args.quick else 40)
     repeats = 3 if args.quick else 5
 
@@ -98,7 +105,8 @@ def main() -> None:
     task.close()
 
     figures = {key: summary(values) for key, values in rows.items()}
-    print(f"{count} problems, {tests} tests, {repeats} repeats; load average {os.getloadavg()[0]:.2f}")
+    print(f"{count} problems, {tests} tests, {repeats} repeats, the caller holding {args.caller_mb} MB; "
+          f"load average {os.getloadavg()[0]:.2f}")
     for key, label in [("before", "old harness (unsandboxed)"), ("after", "sandbox, one answer at a time"),
                        ("after_parallel", "sandbox, all answers at once")]:
         f = figures[key]
@@ -114,6 +122,7 @@ def main() -> None:
         "baseline_tests_per_s_range": [figures["before"]["min"], figures["before"]["max"]],
         "ratio": round(figures["after"]["median"] / figures["before"]["median"], 2),
         "sandbox_start_s": round(startup, 2),
+        "caller_mb": args.caller_mb,
         "load_average": round(os.getloadavg()[0], 2),
     }))
 
