@@ -293,6 +293,8 @@ class Server:
             result = spare.watch.result()
             if spare.candidate is not None and _failure_kind(result) == "killed":
                 candidate_status = _status_soon(spare.candidate)  # why did it die?
+            if spare.candidate is not None and candidate_status is None:
+                _kill_and_reap(spare.candidate)
             isolation.kill_tree(spare.pid, in_namespace)
         if spare.watch.over_memory:
             reply = self._over_memory()
@@ -333,6 +335,21 @@ class Server:
 def _failure_kind(reply: Any) -> str | None:
     failure = reply.get("failure") if isinstance(reply, dict) else None
     return failure[0] if isinstance(failure, list) and failure else None
+
+
+def _kill_and_reap(pid: int) -> None:
+    """SIGKILL a child of ours (and its process group) and reap it, at once: kill_tree then
+    finds only what it left behind, instead of polling (or, without namespaces, scanning
+    /proc) until it has exited."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _status_soon(pid: int, seconds: float = 0.1) -> int | None:
