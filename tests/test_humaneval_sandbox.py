@@ -153,3 +153,13 @@ def test_a_daemon_does_not_outlive_scoring(task):
     finally:
         for pid in _processes_named(name):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_tests_use_the_problems_helpers_not_the_answers(task):
+    """HumanEval/38 tests `decode_cyclic` on strings made by the prompt's `encode_cyclic`: an
+    answer that redefines both as the identity passed the old harness (the test ran in the
+    answer's namespace) and fails now."""
+    cyclic = next(i for i in task.instances("train", 123) if i.data.number == 38)
+    identity = "def encode_cyclic(s: str):\n    return s\n\n\ndef decode_cyclic(s: str):\n    return s\n"
+    right = "def decode_cyclic(s: str):\n    return encode_cyclic(encode_cyclic(s))\n"
+    assert task.score(cyclic, [identity, right])[:, 0].tolist() == [0.0, 1.0]
