@@ -160,14 +160,15 @@ def test_hostile_test_fails_alone_within_the_timeout():
     add = problem(ADD)
     hang = add.prompt + "    if (x, y) == (5, 7):\n        while True:\n            try:\n                pass\n            except BaseException:\n                pass\n    return x + y\n"
     early_exit = add.prompt + "    import os\n    os._exit(0)\n"
+    top_level_hang = add.prompt + "    return x + y\n\nwhile True:\n    pass\n"
     task = HumanEvalTask(timeout=2.0)  # generous: CI machines are loaded
     try:
         start = time.monotonic()
-        rows = task.score(instance(ADD), [hang, early_exit, "def add(:"])[:, :6]
+        rows = task.score(instance(ADD), [hang, early_exit, "def add(:", top_level_hang])[:, :6]
     finally:
         task.close()
-    assert rows.tolist() == [[1.0, 1.0, 1.0, 0.0, 1.0, 1.0], [0.0] * 6, [0.0] * 6]
-    assert time.monotonic() - start < 40.0
+    assert rows.tolist() == [[1.0, 1.0, 1.0, 0.0, 1.0, 1.0], [0.0] * 6, [0.0] * 6, [0.0] * 6]
+    assert time.monotonic() - start < 40.0  # (the evaluation's own limit is 26 x 2 + 10 s)
 
 
 def test_evo_check_scores_the_reference_file_all_ones(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import secrets
 import signal
 import subprocess
@@ -81,6 +82,11 @@ def evo_check(directory: Path, body: str) -> dict:
 def test_task_scores_right_and_wrong_answers(task):
     assert scores(task, RIGHT) == [1.0] * 6
     assert scores(task, "return x + y if x < 5 else 0") == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    copy = pickle.loads(pickle.dumps(task))  # (a copy for another process starts its own sandbox)
+    try:
+        assert copy.timeout == task.timeout and scores(copy, RIGHT) == [1.0] * 6
+    finally:
+        copy.close()
 
 
 def test_fd_forgery_scores_zero_through_task_score(task):

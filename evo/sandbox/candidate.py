@@ -28,7 +28,7 @@ CHANNEL: tuple[int, int] | None = None  # (to, from) the candidate's process; se
 REPLY_LIMIT = 256 << 20
 _loaded: dict[str, "CandidateModule"] = {}
 _copy_open = False  # a fresh copy of the candidate's process answers the calls now
-_deadline: float | None = None  # (time.monotonic) the open copy's answers come before it, or never
+_deadline: float | None = None  # (time.monotonic) the answer comes before it (a load's, an open copy's), or never
 _broken: CandidateError | None = None  # the channel went out of step: every later exchange fails so
 GRACE = 1.0  # seconds past a copy's limit for its process's word that it ended
 
@@ -80,15 +80,17 @@ class CandidateModule:
         return sorted(self._names)
 
 
-def load(path: str | os.PathLike) -> CandidateModule:
-    """The candidate program at `path`, executed once (its top-level code runs now)."""
+def load(path: str | os.PathLike, seconds: float | None = None) -> CandidateModule:
+    """The candidate program at `path`, executed once (its top-level code runs now). With
+    `seconds` (in the sandbox), top-level code that runs longer raises CandidateError of
+    kind `timeout` then, instead of holding the evaluation until its own limit."""
     path = os.fspath(path)
     if CHANNEL is None:
         return _load_in_process(path)
     if path not in _loaded:  # (its process holds one module)
         if _loaded:
             raise CandidateError("exception", "one evaluation loads one candidate")
-        _loaded[path] = _load_remote(path)
+        _loaded[path] = _load_remote(path, seconds)
     return _loaded[path]
 
 
@@ -125,8 +127,13 @@ def _load_in_process(path: str) -> CandidateModule:
     return CandidateModule(names, call)
 
 
-def _load_remote(path: str) -> CandidateModule:
-    names = _exchange({"load": path}, [])
+def _load_remote(path: str, seconds: float | None) -> CandidateModule:
+    global _deadline
+    _deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        names = _exchange({"load": path}, [])
+    finally:
+        _deadline = None
     if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
         raise CandidateError("bad_output", "the candidate's process answered the load with a malformed list")
     return CandidateModule(names, _call_remote, remote=True)
@@ -162,7 +169,7 @@ def _exchange(message: dict, callables: list[Callable]) -> Any:
     except (protocol.Closed, BrokenPipeError):
         raise CandidateError("killed", "the candidate's process ended without answering (exit, signal or limit)") from None
     except TimeoutError:
-        _broken = CandidateError("timeout", "the candidate's fresh copy did not answer in time")
+        _broken = CandidateError("timeout", "the candidate's process did not answer in time")
         raise _broken from None
     except protocol.BadFrame as error:  # (the stream is out of step now)
         _broken = CandidateError("bad_output", f"the candidate answered something that is not a value ({error})")

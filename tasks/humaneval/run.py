@@ -23,10 +23,11 @@ from evo.sandbox import candidate
 
 def run_tests(path: str | Path, prompt: str, entry_point: str, tests: Sequence[str], timeout: float) -> list[bool]:
     """Whether each test snippet runs to its end against the candidate program at `path`
-    (each on a fresh copy of the candidate, `timeout` wall seconds at most)."""
+    (each on a fresh copy of the candidate, `timeout` wall seconds at most; the program's
+    top-level code gets `timeout` too)."""
     try:
-        program = candidate.load(path)
-    except candidate.CandidateError:  # does not compile, or its top-level code raised
+        program = candidate.load(path, timeout)
+    except candidate.CandidateError:  # does not compile, its top-level code raised or ran past `timeout`
         return [False] * len(tests)
     if entry_point not in dir(program):
         return [False] * len(tests)

@@ -13,6 +13,7 @@ in the warm worker, not in every evaluation.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -50,12 +51,19 @@ def score_program(path: str, by_id: dict[str, HumanEvalProblem]) -> list[float]:
     return padded(run_tests(path, problem.prompt, problem.entry_point, problem.tests, float(words[3]))).tolist()
 
 
+def _close_in(sandbox, pid: int) -> None:
+    """Close `sandbox` at exit, only in the process that started it (not in a forked copy)."""
+    if os.getpid() == pid:
+        sandbox.close()
+
+
 class SandboxScorer:
     """The Task's sandbox, started on first use (its workers import the scorer once)."""
 
     def __init__(self, timeout: float, workers: int = 2):
         self.timeout, self.workers = timeout, workers
         self._sandbox = None
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     def rows(self, problem: HumanEvalProblem, answers: Sequence[str]) -> np.ndarray:
@@ -71,13 +79,15 @@ class SandboxScorer:
 
     def _started(self):
         with self._lock:
+            if self._pid != os.getpid():  # a forked copy of the caller: the sandbox's pipes are its parent's
+                self._sandbox, self._pid = None, os.getpid()
             if self._sandbox is None:
                 from evo.sandbox import Sandbox
                 from evo.spec import SandboxLimits
 
                 limits = SandboxLimits(timeout=WIDTH * self.timeout + 10.0, workers=self.workers)
                 self._sandbox = Sandbox("tasks.humaneval.scorer:evaluate", objectives(WIDTH), limits)
-                weakref.finalize(self, self._sandbox.close)
+                weakref.finalize(self, _close_in, self._sandbox, self._pid)
             return self._sandbox
 
     def close(self) -> None:
