@@ -169,3 +169,17 @@ def test_the_tests_use_the_problems_helpers_not_the_answers(task):
     identity = "def encode_cyclic(s: str):\n    return s\n\n\ndef decode_cyclic(s: str):\n    return s\n"
     right = "def decode_cyclic(s: str):\n    return encode_cyclic(encode_cyclic(s))\n"
     assert task.score(cyclic, [identity, right])[:, 0].tolist() == [0.0, 1.0]
+
+
+@pytest.mark.slow
+def test_fd_forgery_does_not_win_an_evo_run(tmp_path):
+    spec = tasks.get("humaneval").problem_spec(instance(tasks.get("humaneval")), tmp_path / "spec")
+    (tmp_path / "spec" / "solution.py").write_text(program_file(problems()[ADD], FORGE))
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "evo", "run", str(spec), "--policy", "mutate:", "--iterations", "3",
+                           "--seed", "1", "--out", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    shown = subprocess.run([sys.executable, "-m", "evo", "show", str(out), "--json"], capture_output=True, text=True,
+                           cwd=tmp_path, timeout=120)
+    best = json.loads(shown.stdout)["best"]
+    assert best["scalar"] < 1.0  # (on the old harness every mutant of the forger scored 1.0)
