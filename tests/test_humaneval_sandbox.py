@@ -118,6 +118,7 @@ def test_files_outside_the_sandbox_cannot_be_written(task, tmp_path):
     assert not target.exists()
 
 
+@root_only  # (not root, the candidate runs as your user and may signal your processes: docs/sandbox.md)
 def test_the_scoring_process_cannot_be_killed(tmp_path):
     script = (
         "import os, tasks\n"
