@@ -1,5 +1,5 @@
-"""The humaneval task: HumanEval's checks split into per-test objectives, run in real
-forked processes, through the real sandbox, `evo check`, `evo run` and `evo compare` against
+"""The humaneval task: HumanEval's checks split into per-test objectives, run on fresh
+copies of the sandbox's candidate process, through the real sandbox, `evo check`, `evo run` and `evo compare` against
 a real local HTTP server."""
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ import tasks  # noqa: E402
 from tasks.base import ParseError, TemplateMismatch  # noqa: E402
 from tasks.completions import score_completion  # noqa: E402
 from tasks.humaneval import WIDTH, HumanEvalTask  # noqa: E402
-from tasks.humaneval.data import problems, split_check  # noqa: E402
+from tasks.humaneval.data import HumanEvalProblem, problems, split_check  # noqa: E402
 from tasks.humaneval.formats import fenced  # noqa: E402
-from tasks.humaneval.run import run_tests  # noqa: E402
 from tasks.humaneval.spec import program_file, write_spec  # noqa: E402
 
 # Problems whose tests a `pass` body (returns None) partly passes: their checks compare
@@ -46,7 +45,18 @@ def instance(number: int):
     return next(i for i in task.instances(split, 164) if i.data.number == number)
 
 
-def test_check_is_split_into_asserts_loops_and_setup():
+def spec_scores(tmp_path: Path, problem: HumanEvalProblem, programs: list[str], timeout: float = 2.0) -> list[list[float]]:
+    """Each program's scores through the problem's spec, in the real sandbox."""
+    from evo import spec as specs
+    from evo.sandbox import Sandbox
+
+    with Sandbox.from_spec(specs.load(write_spec(problem, tmp_path / "spec", timeout))) as sandbox:
+        evaluations = [sandbox.evaluate(program) for program in programs]
+    assert all(e.ok for e in evaluations), [e.failure for e in evaluations]
+    return [e.scores.tolist() for e in evaluations]
+
+
+def test_check_is_split_into_asserts_loops_and_setup(tmp_path):
     source = '''
 METADATA = {}
 
@@ -65,10 +75,9 @@ def check(candidate):
 '''
     snippets = split_check(source, "inc")
     assert len(snippets) == 6  # 1 assert + 2 unrolled + 1 loop with state + 2 unrolled range items
-    program = "def inc(x):\n    return x + 1\n"
-    assert run_tests(program, snippets, 2.0) == [True] * 6
-    wrong = "def inc(x):\n    return x + 1 if x != 4 else 0\n"
-    assert run_tests(wrong, snippets, 2.0) == [True, True, False, True, True, True]
+    inc = HumanEvalProblem("HumanEval/999", "def inc(x):\n    \"\"\"x + 1\"\"\"\n", "inc", "    return x + 1\n", snippets)
+    right, wrong = "def inc(x):\n    return x + 1\n", "def inc(x):\n    return x + 1 if x != 4 else 0\n"
+    assert spec_scores(tmp_path, inc, [right, wrong]) == [[1.0] * 6, [1.0, 1.0, 0.0, 1.0, 1.0, 1.0]]
     assert "k = 10" in snippets[3] and "import math" in snippets[3] and "k = 10" not in snippets[0]
     assert sum("dropped" in s for s in snippets) == 0
 
@@ -88,31 +97,18 @@ def test_split_counts_and_the_fixed_width():
     assert [i.data.number for i in task.instances("test", 41, seed=5)] != [i.data.number for i in test]
 
 
-def _sandbox_pass_rates(tmp_path: Path, programs: list[tuple[str, tuple[str, ...]]]) -> list[float]:
-    from evo import spec as specs
-    from evo.sandbox import Sandbox
-
-    (tmp_path / "batch.py").write_text(
-        "import json\nfrom tasks.humaneval.run import run_tests\n\n"
-        "def evaluate(path):\n"
-        "    job = json.loads(open(path).read())\n"
-        "    passed = run_tests(job['program'], job['tests'], 3.0)\n"
-        "    return {'pass_rate': sum(passed) / len(passed)}\n")
-    limits = specs.SandboxLimits(timeout=120.0, workers=2)
-    with Sandbox(f"{tmp_path / 'batch.py'}:evaluate", ["pass_rate"], limits, search_path=str(tmp_path), suffix=".json") as sandbox:
-        futures = [sandbox.submit(json.dumps({"program": p, "tests": list(t)})) for p, t in programs]
-        evaluations = [f.result() for f in futures]
-    assert all(e.ok for e in evaluations), [e.failure for e in evaluations if not e.ok][:3]
-    return [float(e.scores[0]) for e in evaluations]
-
-
 @pytest.mark.slow
-def test_every_reference_passes_every_test_and_blank_bodies_fail(tmp_path):
-    found = problems()
-    jobs = [(p.reference, p.tests) for p in found] + [(p.prompt + "    pass\n", p.tests) for p in found]
-    rates = _sandbox_pass_rates(tmp_path, jobs)
-    assert rates[: len(found)] == [1.0] * len(found)
-    blank = {p.number: round(r * len(p.tests)) for p, r in zip(found, rates[len(found):]) if r > 0}
+def test_every_reference_passes_every_test_and_blank_bodies_fail():
+    """Through Task.score's sandbox: the tests judge values that crossed from the candidate's
+    process (tuples stay tuples), with the trusted prompt's helpers on the scorer's side."""
+    task = HumanEvalTask()
+    try:
+        rows = {p.number: task.score(instance(p.number), [p.reference, p.prompt + "    pass\n"]) for p in problems()}
+    finally:
+        task.close()
+    failed = {n: r[0, : len(problem(n).tests)].tolist() for n, r in rows.items() if r[0].min() < 1.0}
+    assert failed == {}
+    blank = {n: int(r[1, : len(problem(n).tests)].sum()) for n, r in rows.items() if r[1].max() > 0}
     assert blank == BLANK_PASSES
 
 
@@ -162,13 +158,17 @@ def test_demonstrations_parse_and_the_reference_scores_one():
 
 def test_hostile_test_fails_alone_within_the_timeout():
     add = problem(ADD)
-    hang = add.prompt + "    if x == 5:\n        while True:\n            try:\n                pass\n            except BaseException:\n                pass\n    return x + y\n"
-    start = time.monotonic()
-    assert run_tests(hang, add.tests, 5.0) == [True, True, True, False, True, True]  # generous: CI machines are loaded
-    assert time.monotonic() - start < 40.0
+    hang = add.prompt + "    if (x, y) == (5, 7):\n        while True:\n            try:\n                pass\n            except BaseException:\n                pass\n    return x + y\n"
     early_exit = add.prompt + "    import os\n    os._exit(0)\n"
-    assert run_tests(early_exit, add.tests, 0.5) == [False] * 6
-    assert run_tests("def add(:", add.tests, 0.5) == [False] * 6
+    top_level_hang = add.prompt + "    return x + y\n\nwhile True:\n    pass\n"
+    task = HumanEvalTask(timeout=2.0)  # generous: CI machines are loaded
+    try:
+        start = time.monotonic()
+        rows = task.score(instance(ADD), [hang, early_exit, "def add(:", top_level_hang])[:, :6]
+    finally:
+        task.close()
+    assert rows.tolist() == [[1.0, 1.0, 1.0, 0.0, 1.0, 1.0], [0.0] * 6, [0.0] * 6, [0.0] * 6]
+    assert time.monotonic() - start < 40.0  # (the evaluation's own limit is 26 x 2 + 10 s)
 
 
 def test_evo_check_scores_the_reference_file_all_ones(tmp_path):
@@ -187,7 +187,7 @@ def test_evo_check_scores_the_reference_file_all_ones(tmp_path):
 def test_evo_check_times_out_one_test_only(tmp_path):
     add = problem(ADD)
     spec = write_spec(add, tmp_path / "spec", timeout=2.0)
-    (tmp_path / "spec" / "solution.py").write_text(program_file(add, "if y == 0:\n    while True:\n        pass\nreturn x + y"))
+    (tmp_path / "spec" / "solution.py").write_text(program_file(add, "if (x, y) == (1, 0):\n    while True:\n        pass\nreturn x + y"))
     start = time.monotonic()
     done = evo("check", str(spec), "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

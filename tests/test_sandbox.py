@@ -314,3 +314,52 @@ def test_the_fallback_as_a_normal_user(tmp_path):
                       "socket": "exception" if platform.machine() in ("x86_64", "aarch64") else report["socket"],
                       "after": True}
     assert isolation.processes_of(uid) == []
+
+
+FRESH = """
+from evo.sandbox import candidate
+
+def evaluate(path):
+    program = candidate.load(path)
+    out = []
+    for _ in range(2):
+        with program.fresh(5.0) as copy:
+            out.append(copy.bump())  # each copy starts from the loaded state
+    for seconds, call, kind, mark in ((0.5, "hang", "timeout", 10), (5.0, "leave", "killed", 20)):
+        try:
+            with program.fresh(seconds) as copy:
+                getattr(copy, call)()
+        except candidate.CandidateError as error:
+            out.append(mark if error.kind == kind else -1)
+    with program.fresh(5.0) as copy:
+        out.append(copy.bump())  # a copy still comes after one timed out and one exited
+    out.append(program.bump())  # the loaded module itself, which no copy changed
+    return out
+"""
+FRESH_CANDIDATE = """
+N = 0
+
+def bump():
+    global N
+    N += 1
+    return N
+
+def hang():
+    while True:
+        pass
+
+def leave():
+    import os
+    os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("mode", [pytest.param("on", marks=needs_root), "off"])
+def test_fresh_copies_of_the_candidate_are_isolated_and_timed(tmp_path, mode):
+    limits = spec.SandboxLimits(workers=1, timeout=20.0, memory_mb=256)
+    with Sandbox(scorer(tmp_path, FRESH), [f"r{i}" for i in range(6)], limits, namespaces=mode) as box:
+        evaluation = box.evaluate(FRESH_CANDIDATE)
+        broken = box.evaluate(FRESH_CANDIDATE.replace("    return N", "    import os\n    os.write(4, b'junk')\n    return N"))
+    assert evaluation.ok, evaluation.failure
+    assert evaluation.scores.tolist() == [1.0, 1.0, 10.0, 20.0, 1.0, 1.0]
+    assert not broken.ok and broken.failure.kind == "bad_output"  # a copy that garbles its channel: no value counts

@@ -47,11 +47,13 @@ def test_values_round_trip_exactly():
     wire = json.loads(json.dumps(pack(value, callables)))
     back = unpack(wire, lambda i: ("callback", i))
     assert np.array_equal(back[0], value[0]) and back[0].dtype == np.float64
-    assert back[1:5] == [[1, "x"], {"k": 4}, None, True]
+    assert back[1:5] == [(1, "x"), {"k": 4}, None, True] and type(back[1]) is tuple
+    keyed = {5: "banana", "a": (1, 2), (1, "t"): [None], "__x": 1.5}  # (HumanEval passes such dicts)
+    assert unpack(json.loads(json.dumps(pack(keyed)))) == keyed
     assert back[5].uniform() == np.random.default_rng(7).uniform() and back[6] == ("callback", 0) and callables == [len]
 
 
-@pytest.mark.parametrize("value", [object(), np.array([object()]), {1: 2}, {"__ndarray__": 1}, len, np.random.default_rng()])
+@pytest.mark.parametrize("value", [object(), np.array([object()]), {object(): 2}, {1: len}, len, np.random.default_rng()])
 def test_what_cannot_leave_a_candidate_is_refused(value):
     with pytest.raises(Unsendable):
         pack(value)  # (no callables or generators from the candidate's side)
@@ -62,6 +64,7 @@ def test_what_cannot_leave_a_candidate_is_refused(value):
     {"__ndarray__": "AAAA", "dtype": "<f8", "shape": [5]},
     {"__ndarray__": "!!", "dtype": "<f8", "shape": [0]},
     {"__callable__": 0}, {"__generator__": {"bit_generator": "os.system"}},
+    {"__items__": [[[1], 2]]}, {"__items__": [[1]]}, {"__tuple__": 1},
 ])
 def test_malformed_values_from_a_candidate_are_refused(wire):
     with pytest.raises((Unsendable, ValueError)):

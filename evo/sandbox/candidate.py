@@ -4,7 +4,7 @@ candidate's functions as `program.minimize(f, 5, (-1, 1), 100, rng)`.
 By default (`[sandbox] isolation = "process"`) the candidate runs in a process of its own
 (see runner.py), with another uid, no capabilities and no way to reach the scorer's result
 channel; its functions are called over a pipe with JSON-sized values (evo.sandbox.values):
-arrays arrive as arrays, tuples as lists, and callables passed in (an objective function)
+arrays arrive as arrays, tuples as tuples, and callables passed in (an objective function)
 run back here, in the scorer's process, when the candidate calls them. Whatever the
 candidate does, the scorer only ever sees values; a candidate that raises, dies or sends
 something malformed raises `CandidateError`, whose `kind` becomes the evaluation's failure
@@ -14,9 +14,11 @@ called by hand) `load` imports the candidate into this process and the calls are
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from evo.sandbox import protocol
@@ -25,6 +27,10 @@ from evo.sandbox.values import Unsendable, pack, unpack
 CHANNEL: tuple[int, int] | None = None  # (to, from) the candidate's process; set in the evaluation process
 REPLY_LIMIT = 256 << 20
 _loaded: dict[str, "CandidateModule"] = {}
+_copy_open = False  # a fresh copy of the candidate's process answers the calls now
+_deadline: float | None = None  # (time.monotonic) the answer comes before it (a load's, an open copy's), or never
+_broken: CandidateError | None = None  # the channel went out of step: every later exchange fails so
+GRACE = 1.0  # seconds past a copy's limit for its process's word that it ended
 
 
 class CandidateError(Exception):
@@ -36,10 +42,34 @@ class CandidateError(Exception):
 
 
 class CandidateModule:
-    """A candidate's module: its public functions are attributes."""
+    """A candidate's module: its public functions are attributes. `with program.fresh(s) as
+    copy:` calls a fresh copy of it (see `fresh`)."""
 
-    def __init__(self, names: list[str], call: Callable[..., Any]):
-        self._names, self._call = frozenset(names), call
+    def __init__(self, names: list[str], call: Callable[..., Any], remote: bool = False):
+        self._names, self._call, self._remote = frozenset(names), call, remote
+
+    @contextlib.contextmanager
+    def fresh(self, seconds: float) -> Iterator["CandidateModule"]:
+        """A fresh copy of the candidate as it was loaded, for a few calls (one test): in
+        the sandbox, a fork of the candidate's process, killed after `seconds` of wall time
+        (a call then raises CandidateError of kind `timeout`) and when the block ends, so
+        that what one test's calls change never reaches the next. Outside the sandbox (the
+        candidate imported here), the module itself, without a time limit."""
+        if not self._remote:
+            yield self
+            return
+        global _copy_open, _deadline
+        if _copy_open:
+            raise CandidateError("exception", "fresh copies are not nested")
+        _deadline = time.monotonic() + float(seconds) + GRACE
+        try:
+            _exchange({"fork": float(seconds)}, [])
+            _copy_open = True
+            yield self
+        finally:
+            if _copy_open:
+                _end_copy()
+            _copy_open, _deadline = False, None
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_") or name not in self._names:
@@ -50,15 +80,17 @@ class CandidateModule:
         return sorted(self._names)
 
 
-def load(path: str | os.PathLike) -> CandidateModule:
-    """The candidate program at `path`, executed once (its top-level code runs now)."""
+def load(path: str | os.PathLike, seconds: float | None = None) -> CandidateModule:
+    """The candidate program at `path`, executed once (its top-level code runs now). With
+    `seconds` (in the sandbox), top-level code that runs longer raises CandidateError of
+    kind `timeout` then, instead of holding the evaluation until its own limit."""
     path = os.fspath(path)
     if CHANNEL is None:
         return _load_in_process(path)
     if path not in _loaded:  # (its process holds one module)
         if _loaded:
             raise CandidateError("exception", "one evaluation loads one candidate")
-        _loaded[path] = _load_remote(path)
+        _loaded[path] = _load_remote(path, seconds)
     return _loaded[path]
 
 
@@ -95,11 +127,16 @@ def _load_in_process(path: str) -> CandidateModule:
     return CandidateModule(names, call)
 
 
-def _load_remote(path: str) -> CandidateModule:
-    names = _exchange({"load": path}, [])
+def _load_remote(path: str, seconds: float | None) -> CandidateModule:
+    global _deadline
+    _deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        names = _exchange({"load": path}, [])
+    finally:
+        _deadline = None
     if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
         raise CandidateError("bad_output", "the candidate's process answered the load with a malformed list")
-    return CandidateModule(names, _call_remote)
+    return CandidateModule(names, _call_remote, remote=True)
 
 
 def _call_remote(name: str, args: tuple, kwargs: dict) -> Any:
@@ -113,21 +150,61 @@ def _call_remote(name: str, args: tuple, kwargs: dict) -> Any:
 
 def _exchange(message: dict, callables: list[Callable]) -> Any:
     """Send one request and serve the candidate's callbacks until its answer comes."""
+    global _broken
     assert CHANNEL is not None
+    if _broken is not None:
+        raise _broken
     to, back = CHANNEL
     raised: list[BaseException] = []
     try:
         protocol.send(to, message, nan=True)
         while True:
-            reply = protocol.recv(back, None, REPLY_LIMIT, nan=True)
+            reply = protocol.recv(back, _deadline, REPLY_LIMIT, nan=True)
             if isinstance(reply, dict) and "callback" in reply:
                 protocol.send(to, _callback(reply, callables, raised), nan=True)
                 continue
+            if isinstance(reply, dict) and "ended" in reply:
+                _ended(reply["ended"])
             return _answer(reply, raised)
     except (protocol.Closed, BrokenPipeError):
         raise CandidateError("killed", "the candidate's process ended without answering (exit, signal or limit)") from None
-    except (protocol.BadFrame, Unsendable) as error:
+    except TimeoutError:
+        _broken = CandidateError("timeout", "the candidate's process did not answer in time")
+        raise _broken from None
+    except protocol.BadFrame as error:  # (the stream is out of step now)
+        _broken = CandidateError("bad_output", f"the candidate answered something that is not a value ({error})")
+        raise _broken from None
+    except Unsendable as error:
         raise CandidateError("bad_output", f"the candidate answered something that is not a value ({error})") from None
+
+
+def _ended(how: Any) -> None:
+    """The fresh copy ended before it answered: past its time limit, or it exited."""
+    global _copy_open
+    if not _copy_open:
+        raise CandidateError("bad_output", "the candidate's process sent an end it was not asked for")
+    _copy_open = False
+    if how == "timeout":
+        raise CandidateError("timeout", "the candidate's fresh copy ran past its time limit")
+    raise CandidateError("killed", "the candidate's fresh copy ended without answering (exit, signal or limit)")
+
+
+def _end_copy() -> None:
+    """Ask the fresh copy to exit, and wait for its process's word that it has."""
+    global _copy_open, _broken
+    _copy_open = False
+    to, back = CHANNEL  # type: ignore[misc]
+    try:
+        protocol.send(to, {"end": True}, nan=True)
+        while _broken is None:
+            reply = protocol.recv(back, _deadline, REPLY_LIMIT, nan=True)
+            if isinstance(reply, dict) and "ended" in reply:
+                return
+            # (anything else: what the copy sent after its last answer; it may be hostile)
+    except (protocol.Closed, BrokenPipeError):
+        pass
+    except (TimeoutError, protocol.BadFrame):
+        _broken = CandidateError("bad_output", "the candidate's process did not end its fresh copy in step")
 
 
 def _callback(request: dict, callables: list[Callable], raised: list[BaseException]) -> dict:

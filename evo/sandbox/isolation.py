@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import resource
 import signal
@@ -125,8 +126,18 @@ def seccomp_sockets(inet: bool) -> bool:
     syscall of a foreign ABI; with `inet` (no network namespace) also AF_INET/AF_INET6.
     Inherited by every process started afterwards. Needs PR_SET_NO_NEW_PRIVS first. False
     on a machine we have no syscall numbers for."""
-    if _MACHINE not in _SECCOMP_ARCH:
+    program = seccomp_program(inet)
+    if program is None:
         return False
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0), "seccomp")
+    return True
+
+
+@functools.lru_cache(maxsize=2)
+def seccomp_program(inet: bool) -> "_Program | None":
+    """The filter of `seccomp_sockets`, built once (the zygote builds it before it forks)."""
+    if _MACHINE not in _SECCOMP_ARCH:
+        return None
     arch, socket_nr, uring_nr, x32 = _SECCOMP_ARCH[_MACHINE]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
     families = [socket.AF_UNIX] + ([socket.AF_INET, socket.AF_INET6] if inet else [])
@@ -140,8 +151,8 @@ def seccomp_sockets(inet: bool) -> bool:
     code += [(ret, 0, 0, 0x7FFF0000), (ret, 0, 0, 0x00050000 | errno.EACCES)]
     filters = (_Filter * len(code))(*[_Filter(*row) for row in code])
     program = _Program(len(code), filters)
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0), "seccomp")
-    return True
+    program._keep = filters  # (the program points into it)
+    return program
 
 
 def limit_sysv(max_bytes: int) -> None:
@@ -151,10 +162,15 @@ def limit_sysv(max_bytes: int) -> None:
     for name, value in (("shmall", max(1, max_bytes // page)), ("shmmax", max_bytes), ("shmmni", 64),
                         ("msgmni", 64), ("msgmnb", 1 << 20)):
         try:
-            with open(f"/proc/sys/kernel/{name}", "w") as file:
-                file.write(str(value))
+            fd = os.open(f"/proc/sys/kernel/{name}", os.O_WRONLY)
+        except OSError:
+            continue
+        try:
+            os.write(fd, str(value).encode())
         except OSError:
             pass
+        finally:
+            os.close(fd)
 
 
 def processes_of(uid: int) -> list[int]:

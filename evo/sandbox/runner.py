@@ -2,16 +2,25 @@
 evaluation's scorer process, it locks itself down (lockdown.py), then loads the candidate
 when the scorer asks and runs its functions, one request at a time, over two pipes. It
 holds no descriptor but those pipes and its output: it cannot reach the result channel, and
-everything it sends is checked by the scorer's side (candidate.py)."""
+everything it sends is checked by the scorer's side (candidate.py).
+
+`{"fork": seconds}` (candidate.CandidateModule.fresh) forks a copy of this process, with
+the candidate as loaded: the copy answers the next calls, until `{"end": true}`; this
+process waits for the copy's exit, at most `seconds`, kills it at the deadline, and then
+writes `{"ended": "exit" | "timeout"}`. So each HumanEval test runs on a fresh candidate,
+under its own time limit, and the scorer still judges every value the copy returns."""
 
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
+import signal
 import sys
+import time
 from typing import Any
 
-from evo.sandbox import lockdown, protocol
+from evo.sandbox import isolation, lockdown, protocol
 from evo.sandbox.candidate import describe
 from evo.sandbox.child import enter_workdir, own_fds
 from evo.sandbox.values import Unsendable, pack, unpack
@@ -37,7 +46,7 @@ def run(fds: tuple[int, int, int], config: dict[str, Any]) -> None:
 
 
 def _serve() -> None:
-    module = None
+    module, copy = None, False
     while True:
         try:
             request = _recv(REQUESTS, None, REQUEST_LIMIT, True)
@@ -45,6 +54,14 @@ def _serve() -> None:
             return
         if "load" in request:
             module, reply = _load(request["load"])
+        elif "fork" in request:
+            reply, copy = _fork(request["fork"], copy)
+            if reply is None:
+                continue
+        elif "end" in request:
+            if copy:
+                return
+            reply = {"error": ["exception", "no fresh copy to end"]}
         else:
             reply = _call(module, request)
         _flush()
@@ -55,6 +72,33 @@ def _serve() -> None:
         view = memoryview(message)
         while view:
             view = view[os.write(REPLIES, view):]
+
+
+def _fork(seconds: Any, copy: bool) -> tuple[dict | None, bool]:
+    """(The reply, whether this process is now the copy.) This process answers that the copy
+    exists (the copy: None, nothing to send), then, once the copy has ended, `{"ended": ...}`."""
+    if copy or not (isinstance(seconds, (int, float)) and 0 < seconds < math.inf):
+        return {"error": ["exception", "fresh copies are not nested and need a time limit"]}, copy
+    _flush()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        return {"error": ["exception", f"cannot fork a fresh copy: {error}"]}, False
+    if pid == 0:
+        os.setpgid(0, 0)  # (its own group: killed at the deadline with what it started)
+        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        return None, True  # (this process answered the fork: the copy is ready when it reads the next request)
+    _send(REPLIES, {"ok": None}, True)
+    pidfd = os.pidfd_open(pid)
+    ended = "exit" if protocol.wait_readable([pidfd], time.monotonic() + seconds) else "timeout"
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os.waitpid(pid, 0)
+    os.close(pidfd)
+    return {"ended": ended}, False
 
 
 def _flush() -> None:

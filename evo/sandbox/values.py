@@ -1,6 +1,6 @@
 """JSON-sized values between a scorer and its candidate's process: None, bools, numbers
-(NaN and infinities included: the scorer judges them), strings, lists (tuples arrive as
-lists), dicts with string keys, numpy arrays of plain numeric dtypes (sent as raw bytes,
+(NaN and infinities included: the scorer judges them), strings, lists, tuples (HumanEval's
+answers compare with them), dicts (keys of these types but lists and dicts), numpy arrays of plain numeric dtypes (sent as raw bytes,
 exactly), numpy scalars (as Python numbers) and, from the scorer only, numpy random
 generators (their state) and callables (called back in the scorer's process)."""
 
@@ -36,12 +36,14 @@ def pack(value: Any, callables: list[Callable] | None = None, depth: int = 0) ->
             raise Unsendable(f"an array of dtype {value.dtype}")
         data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode()
         return {"__ndarray__": data, "dtype": value.dtype.str, "shape": list(value.shape)}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
         return [pack(item, callables, depth + 1) for item in value]
+    if isinstance(value, tuple):
+        return {"__tuple__": [pack(item, callables, depth + 2) for item in value]}  # (two levels of JSON)
     if isinstance(value, dict):
-        if not all(isinstance(key, str) and not key.startswith("__") for key in value):
-            raise Unsendable("a dict whose keys are not all plain strings")
-        return {key: pack(item, callables, depth + 1) for key, item in value.items()}
+        if all(isinstance(key, str) and not key.startswith("__") for key in value):
+            return {key: pack(item, callables, depth + 1) for key, item in value.items()}
+        return {"__items__": [[pack(key, None, depth + 2), pack(item, callables, depth + 2)] for key, item in value.items()]}
     if isinstance(value, np.random.Generator) and callables is not None:
         return {"__generator__": value.bit_generator.state}
     if callable(value) and callables is not None:
@@ -59,6 +61,10 @@ def unpack(value: Any, callback: Callable[[int], Callable] | None = None) -> Any
         return value
     if "__ndarray__" in value:
         return _array(value)
+    if "__tuple__" in value and isinstance(value["__tuple__"], list) and len(value) == 1:
+        return tuple(unpack(item, callback) for item in value["__tuple__"])
+    if "__items__" in value and isinstance(value["__items__"], list) and len(value) == 1:
+        return _items(value["__items__"], callback)
     if "__generator__" in value and callback is not None:
         return _generator(value["__generator__"])
     if "__callable__" in value and callback is not None and isinstance(value["__callable__"], int):
@@ -66,6 +72,15 @@ def unpack(value: Any, callback: Callable[[int], Callable] | None = None) -> Any
     if any(key.startswith("__") for key in value):
         raise Unsendable("a dict with a reserved key")
     return {key: unpack(item, callback) for key, item in value.items()}
+
+
+def _items(pairs: list, callback: Callable[[int], Callable] | None) -> dict:
+    if not all(isinstance(pair, list) and len(pair) == 2 for pair in pairs):
+        raise Unsendable("a malformed dict")
+    try:
+        return {unpack(key): unpack(item, callback) for key, item in pairs}
+    except TypeError:  # (a key that cannot be one: a list, a dict)
+        raise Unsendable("a dict with an unhashable key") from None
 
 
 def _array(value: dict) -> np.ndarray:

