@@ -194,6 +194,9 @@ class Server:
             except OSError as error:  # e.g. the spare died: the machine, not the candidate
                 reply = {"failure": ["killed", f"the sandbox could not run the evaluation: {error}"]}
             protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
+            if self.mode == "namespaces":  # (the fallback reaped before it answered)
+                _reap(spare.candidate)
+                isolation.kill_tree(spare.pid, True)
             shutil.rmtree(os.path.dirname(workdir.program), ignore_errors=True)
             if self.mode == "namespaces":
                 isolation.remove_owned("/dev/shm")
@@ -293,9 +296,12 @@ class Server:
             result = spare.watch.result()
             if spare.candidate is not None and _failure_kind(result) == "killed":
                 candidate_status = _status_soon(spare.candidate)  # why did it die?
-            if spare.candidate is not None and candidate_status is None:
-                _kill_and_reap(spare.candidate)
-            isolation.kill_tree(spare.pid, in_namespace)
+            if in_namespace:  # every process of the evaluation is dying now; serve() reaps them after the answer
+                isolation.signal_tree(spare.pid, True)
+            else:
+                if spare.candidate is not None and candidate_status is None:
+                    _kill_and_reap(spare.candidate)
+                isolation.kill_tree(spare.pid, False)
         if spare.watch.over_memory:
             reply = self._over_memory()
         else:
@@ -350,6 +356,15 @@ def _kill_and_reap(pid: int) -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
+
+
+def _reap(pid: int | None) -> None:
+    """Wait for a child we have killed (at once: kill_tree would poll)."""
+    try:
+        if pid is not None:
+            os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # (already reaped: _status_soon saw it die)
 
 
 def _status_soon(pid: int, seconds: float = 0.1) -> int | None:
