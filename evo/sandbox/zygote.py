@@ -196,6 +196,7 @@ class Server:
             protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
             if self.mode == "namespaces":  # (the fallback reaped before it answered)
                 _reap(spare.candidate)
+                _reap(spare.pid)
                 isolation.kill_tree(spare.pid, True)
             shutil.rmtree(os.path.dirname(workdir.program), ignore_errors=True)
             if self.mode == "namespaces":
@@ -286,11 +287,12 @@ class Server:
             finally:
                 os.close(spare.go)
             fallback = None if self.config["cgroup"] else self.config["memory_mb"] << 20
-            finished = spare.watch.until(start + self.config["timeout"], fallback)
+            finished = spare.watch.until(start + self.config["timeout"], fallback, at_result=in_namespace)
         finally:  # whatever happened: kill, reap and close everything of this evaluation
-            if not finished:
+            early = finished and in_namespace and spare.watch.complete()  # (killed, not waited for: reaped after the answer)
+            if not finished or early:
                 isolation.signal_tree(spare.pid, in_namespace)
-            _, status, usage = os.wait4(spare.pid, 0)
+            status, usage = (0, None) if early else os.wait4(spare.pid, 0)[1:]
             seconds = time.monotonic() - start
             spare.watch.drain()  # (the candidate's output came before its answer: it is in the pipe)
             result = spare.watch.result()
@@ -328,6 +330,8 @@ class Server:
             return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit"]}
         if isinstance(result, dict) and ("scores" in result or "failure" in result):
             return result
+        if usage is None:
+            return {"failure": ["bad_output", "the evaluation wrote a malformed result"]}
         cpu = usage.ru_utime + usage.ru_stime
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
