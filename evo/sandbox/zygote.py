@@ -280,6 +280,10 @@ class Server:
     def _run(self, spare: "Spare", workdir: "Workdir") -> dict[str, Any]:
         start, finished = time.monotonic(), False
         in_namespace = self.mode == "namespaces"
+        # With isolation "process", only the scorer's process holds the result pipe: a whole
+        # frame there is its last act, and in the PID namespace we need not wait for its exit
+        # (with "shared", a candidate could write one and run on: we wait, as for a timeout)
+        at_result = in_namespace and self.split
         ooms, candidate_status = cgroup.oom_kills(self.config["cgroup"]), None
         try:
             try:
@@ -287,9 +291,9 @@ class Server:
             finally:
                 os.close(spare.go)
             fallback = None if self.config["cgroup"] else self.config["memory_mb"] << 20
-            finished = spare.watch.until(start + self.config["timeout"], fallback, at_result=in_namespace)
+            finished = spare.watch.until(start + self.config["timeout"], fallback, at_result)
         finally:  # whatever happened: kill, reap and close everything of this evaluation
-            early = finished and in_namespace and spare.watch.complete()  # (killed, not waited for: reaped after the answer)
+            early = finished and at_result and spare.watch.complete()  # (killed, not waited for: reaped after the answer)
             if not finished or early:
                 isolation.signal_tree(spare.pid, in_namespace)
             status, usage = (0, None) if early else os.wait4(spare.pid, 0)[1:]
