@@ -127,6 +127,21 @@ def test_wall_timeout_kills_and_the_sandbox_keeps_serving(tmp_path):
         assert box.evaluate("x = 1").ok
 
 
+@pytest.mark.parametrize("mode", [pytest.param("on", marks=needs_root), "off"])
+def test_a_result_written_by_a_shared_candidate_that_runs_on_is_a_timeout(tmp_path, mode):
+    """With isolation "shared" the candidate holds the result pipe: a whole frame there does
+    not end the evaluation (with "process", where only the scorer's process holds it, the
+    zygote answers at the frame); the process must still finish in time."""
+    forge = ("import os, struct, time\n"
+             "data = b'{\"scores\": [9.0, 9.0], \"extras\": {}}'\n"
+             "os.write(3, struct.pack('>I', len(data)) + data)\n"
+             "time.sleep(60)\n")
+    with sandbox(tmp_path, mode, isolation="shared", timeout=2.0) as box:
+        evaluation = box.evaluate(forge)
+        assert not evaluation.ok and evaluation.failure.kind == "timeout", evaluation
+        assert box.evaluate("x = 1\n").ok  # (and it keeps serving)
+
+
 def test_cpu_time_limit_is_a_timeout(tmp_path):
     with sandbox(tmp_path, timeout=30.0, cpu_seconds=1.0) as box:
         evaluation = box.evaluate("while True:\n    pass\n")

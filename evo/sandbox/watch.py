@@ -57,8 +57,10 @@ class Watch:
         self.open = [result_fd, output_fd]
         self.over_memory = False
 
-    def until(self, deadline: float, memory_limit: int | None = None) -> bool:
-        """Read until the process exits (True) or the deadline passes (False). With
+    def until(self, deadline: float, memory_limit: int | None = None, at_result: bool = False) -> bool:
+        """Read until the process exits (True; with `at_result`, also as soon as a whole
+        result frame has come: the scorer's process writes it last) or the deadline passes
+        (False). With
         `memory_limit` (bytes; the fallback when there is no memory cgroup), every
         CHECK_SECONDS the private memory of all our descendants is summed: past the limit,
         `over_memory` is set and we stop as at the deadline."""
@@ -74,8 +76,12 @@ class Watch:
             for fd in ready:
                 if fd != self.pidfd:
                     self._read(fd)
-            if self.pidfd in ready:
+            if self.pidfd in ready or (at_result and self.complete()):
                 return True
+
+    def complete(self) -> bool:
+        """A whole result frame has come (its writer exits next)."""
+        return len(self.buffer) >= 4 and len(self.buffer) >= 4 + int.from_bytes(self.buffer[:4], "big")
 
     def _read(self, fd: int) -> bool:
         try:

@@ -194,6 +194,10 @@ class Server:
             except OSError as error:  # e.g. the spare died: the machine, not the candidate
                 reply = {"failure": ["killed", f"the sandbox could not run the evaluation: {error}"]}
             protocol.send(STDOUT, reply)  # answer first, tidy up while the search works
+            if self.mode == "namespaces":  # (the fallback reaped before it answered)
+                _reap(spare.candidate)
+                _reap(spare.pid)
+                isolation.kill_tree(spare.pid, True)
             shutil.rmtree(os.path.dirname(workdir.program), ignore_errors=True)
             if self.mode == "namespaces":
                 isolation.remove_owned("/dev/shm")
@@ -276,6 +280,10 @@ class Server:
     def _run(self, spare: "Spare", workdir: "Workdir") -> dict[str, Any]:
         start, finished = time.monotonic(), False
         in_namespace = self.mode == "namespaces"
+        # With isolation "process", only the scorer's process holds the result pipe: a whole
+        # frame there is its last act, and in the PID namespace we need not wait for its exit
+        # (with "shared", a candidate could write one and run on: we wait, as for a timeout)
+        at_result = in_namespace and self.split
         ooms, candidate_status = cgroup.oom_kills(self.config["cgroup"]), None
         try:
             try:
@@ -283,19 +291,23 @@ class Server:
             finally:
                 os.close(spare.go)
             fallback = None if self.config["cgroup"] else self.config["memory_mb"] << 20
-            finished = spare.watch.until(start + self.config["timeout"], fallback)
+            finished = spare.watch.until(start + self.config["timeout"], fallback, at_result)
         finally:  # whatever happened: kill, reap and close everything of this evaluation
-            if not finished:
+            early = finished and at_result and spare.watch.complete()  # (killed, not waited for: reaped after the answer)
+            if not finished or early:
                 isolation.signal_tree(spare.pid, in_namespace)
-            _, status, usage = os.wait4(spare.pid, 0)
+            status, usage = (0, None) if early else os.wait4(spare.pid, 0)[1:]
             seconds = time.monotonic() - start
             spare.watch.drain()  # (the candidate's output came before its answer: it is in the pipe)
             result = spare.watch.result()
             if spare.candidate is not None and _failure_kind(result) == "killed":
                 candidate_status = _status_soon(spare.candidate)  # why did it die?
-            if spare.candidate is not None and candidate_status is None:
-                _kill_and_reap(spare.candidate)
-            isolation.kill_tree(spare.pid, in_namespace)
+            if in_namespace:  # every process of the evaluation is dying now; serve() reaps them after the answer
+                isolation.signal_tree(spare.pid, True)
+            else:
+                if spare.candidate is not None and candidate_status is None:
+                    _kill_and_reap(spare.candidate)
+                isolation.kill_tree(spare.pid, False)
         if spare.watch.over_memory:
             reply = self._over_memory()
         else:
@@ -322,6 +334,8 @@ class Server:
             return {"failure": ["timeout", f"exceeded the {self.config['timeout']:g} s wall-clock limit"]}
         if isinstance(result, dict) and ("scores" in result or "failure" in result):
             return result
+        if usage is None:
+            return {"failure": ["bad_output", "the evaluation wrote a malformed result"]}
         cpu = usage.ru_utime + usage.ru_stime
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
@@ -350,6 +364,15 @@ def _kill_and_reap(pid: int) -> None:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
+
+
+def _reap(pid: int | None) -> None:
+    """Wait for a child we have killed (at once: kill_tree would poll)."""
+    try:
+        if pid is not None:
+            os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass  # (already reaped: _status_soon saw it die)
 
 
 def _status_soon(pid: int, seconds: float = 0.1) -> int | None:

@@ -45,7 +45,10 @@ def sandbox_cpu(box: Sandbox) -> float:
     for worker in box._workers:
         zygote = psutil.Process(worker.proc.pid)
         for process in [zygote, *zygote.children(recursive=True)]:
-            t = process.cpu_times()  # children_*: the evaluations already reaped
+            try:
+                t = process.cpu_times()  # children_*: the evaluations already reaped
+            except psutil.NoSuchProcess:  # (it ended since the listing: its parent's children_* count it)
+                continue
             total += t.user + t.system + t.children_user + t.children_system
     return total
 
