@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tasks.maze.env import AMBER, DIAMOND, EXIT, FLOOR, GOLD, LAVA, PEARL, START, WALL, Maze
-from tasks.maze.generator import draw
+from tasks.maze.env import AMBER, DIAMOND, EXIT, FLOOR, GOLD, PEARL, START, Maze
+from tasks.maze.generator import draw, obstacles
 from tasks.maze.oracle import exit_outcomes
 
 CLUSTERS = GOLD + DIAMOND + PEARL + AMBER
@@ -62,13 +62,7 @@ def _layout(config: ClusterConfig, rng: np.random.Generator) -> np.ndarray:
         cells = _corner(top, left)
         for i in rng.choice(len(cells), size=config.tiles, replace=False):
             grid[cells[i]] = tile
-    free = np.argwhere(grid == FLOOR)
-    walls = free[rng.random(len(free)) < config.wall_density]
-    grid[tuple(walls.T)] = WALL
-    free = np.argwhere(grid == FLOOR)
-    for r, c in free[rng.choice(len(free), size=min(config.lava, len(free)), replace=False)]:
-        grid[r, c] = LAVA
-    return grid
+    return obstacles(grid, config.wall_density, config.lava, rng)
 
 
 def _budget(rows: tuple[str, ...], config: ClusterConfig) -> int | None:

@@ -56,11 +56,17 @@ def _layout(config: MazeConfig, rng: np.random.Generator) -> np.ndarray:
         cells = _corner_cells(n, k, top, not top)
         for i in rng.choice(len(cells), size=count, replace=False):
             grid[cells[i]] = tile
+    return obstacles(grid, config.wall_density, config.lava, rng)
+
+
+def obstacles(grid: np.ndarray, wall_density: float, lava: int, rng: np.random.Generator) -> np.ndarray:
+    """Walls on each floor cell with chance `wall_density`, then `lava` tiles on the remaining
+    floor (both maze families draw them this way, in this rng order)."""
     free = np.argwhere(grid == FLOOR)
-    walls = free[rng.random(len(free)) < config.wall_density]
+    walls = free[rng.random(len(free)) < wall_density]
     grid[tuple(walls.T)] = WALL
     free = np.argwhere(grid == FLOOR)
-    for r, c in free[rng.choice(len(free), size=min(config.lava, len(free)), replace=False)]:
+    for r, c in free[rng.choice(len(free), size=min(lava, len(free)), replace=False)]:
         grid[r, c] = LAVA
     return grid
 
