@@ -1,6 +1,6 @@
 """Paired search success from `evo compare` run directories: each (instance, seed) run of one
 policy against the same run of another, pooled over several compare outputs; a bootstrap CI
-of the difference in success rate across the paired runs.
+of the difference in success rate across the paired runs (evo.metrics.paired_test).
 
     python examples/maze/search_pairs.py examples/maze/results-clusters/compare-s5150/search RUNS/s8080/search --baseline grpo --baseline warmup
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evo import metrics
 from evo.compare.search import best_so_far
 
 
@@ -25,14 +26,6 @@ def successes(search: Path) -> dict[str, dict[str, bool]]:
             curve = best_so_far(run / "run", int(overrides["search.iterations"]), float(overrides["search.target"]))
             result.setdefault(policy.name, {})[f"{search}:{run.name}"] = bool(curve[-1] >= 1.0 - 1e-9)
     return result
-
-
-def paired(a: np.ndarray, b: np.ndarray, resamples: int = 10000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of a - b and its 95% bootstrap interval over the paired runs."""
-    diff = a.astype(float) - b.astype(float)
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, len(diff), size=(resamples, len(diff)))].mean(axis=1)
-    return float(diff.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
 def main() -> None:
@@ -51,8 +44,9 @@ def main() -> None:
     for baseline in args.baseline:
         for policy, solved in table.items():
             if policy != baseline:
-                mean, low, high = paired(solved, table[baseline])
-                print(f"{policy} - {baseline}: {mean:+.3f} [{low:+.3f}, {high:+.3f}] over {len(runs)} paired runs")
+                test = metrics.paired_test(solved, table[baseline])
+                print(f"{policy} - {baseline}: {test.mean_difference:+.3f} [{test.low:+.3f}, {test.high:+.3f}], "
+                      f"p={test.p_value:.2g} over {len(runs)} paired runs")
 
 
 if __name__ == "__main__":
