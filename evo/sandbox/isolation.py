@@ -299,9 +299,37 @@ def signal_tree(group: int, in_namespace: bool) -> None:
         _send(os.kill, -1)
         return
     _send(os.killpg, group)
-    for child in children_of(os.getpid()):
+    kill_children(os.getpid())
+
+
+def kill_children(parent: int) -> list[int]:
+    """SIGKILL each child of `parent` and its process group (every evaluation process is a
+    group leader); the children it found."""
+    children = children_of(parent)
+    for child in children:
         _send(os.kill, child)
         _send(os.killpg, child)
+    return children
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is alive: not gone, and not a zombie its parent has still to reap."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], seconds: float = 2.0) -> bool:
+    """Wait until none of `pids` runs (SIGKILL takes effect a moment after kill() returns);
+    False when one still does after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while any(running(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def kill_tree(group: int, in_namespace: bool, attempts: int = 2000) -> None:

@@ -94,6 +94,8 @@ class Worker:
         """Kill the zygote and its process group; in the PID namespace that takes every
         evaluation process with it, otherwise we also kill every process of the private uid."""
         if self.proc is not None:
+            if self.mode != "namespaces":
+                self._kill_children()
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -112,6 +114,18 @@ class Worker:
                 if stream is not None:
                     stream.close()
             self.proc = None
+
+    def _kill_children(self) -> None:
+        """Outside the PID namespace the zygote's children lead process groups of their own:
+        the spare pair forked ahead, a running evaluation, orphans re-parented to the zygote
+        (their subreaper). Stop the zygote, so that it forks no more, and kill them first:
+        nothing of it outlives kill(), with or without private uids to sweep."""
+        assert self.proc is not None
+        try:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return
+        isolation.wait_gone(isolation.kill_children(self.proc.pid))
 
     def _log_tail(self) -> str:
         try:
