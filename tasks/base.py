@@ -83,6 +83,15 @@ class Divisible(Protocol):
 
 
 @runtime_checkable
+class Concurrent(Protocol):
+    """Optional: a task whose `score` is thread-safe and waits on a pool of its own (HumanEval's
+    sandbox): completions are scored from `scoring_workers` threads at once (score_many in
+    tasks/completions.py), so that no worker of the pool idles."""
+
+    scoring_workers: int
+
+
+@runtime_checkable
 class Similar(Protocol):
     """Optional: a task that can say how alike two answers are (for diversity rewards)."""
 

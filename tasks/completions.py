@@ -18,12 +18,13 @@ uses the defaults unless `evo train --score-by-answer`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tasks.base import Divisible, Instance, ParseError, Task, TemplateMismatch
+from tasks.base import Concurrent, Divisible, Instance, ParseError, Task, TemplateMismatch
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,27 @@ def score_completion(task: Task, instance: Instance, text: str, finished: bool, 
             if answer is not None:
                 matrix[i] = task.score(instance, [answer])[0]
     return matrix, _whole_set_parses(task, instance, text, finished, m)
+
+
+def score_many(task: Task, rows: Sequence[tuple[Instance, str, bool]], m: int,
+               scoring: Scoring = TRAINING) -> tuple[np.ndarray, np.ndarray]:
+    """`score_completion` of each (instance, text, finished): (n, m, d) reward matrices and (n,)
+    parsed flags; from several threads for a `Concurrent` task (HumanEval's sandbox)."""
+    matrices = np.zeros((len(rows), m, len(task.objectives)))
+    parsed = np.zeros(len(rows), dtype=bool)
+
+    def one(row: tuple[Instance, str, bool]) -> tuple[np.ndarray, bool]:
+        return score_completion(task, *row, m, scoring)
+
+    workers = min(task.scoring_workers if isinstance(task, Concurrent) else 1, len(rows))
+    if workers > 1:
+        with ThreadPoolExecutor(workers, thread_name_prefix="evo-score") as pool:
+            results = list(pool.map(one, rows))
+    else:
+        results = [one(row) for row in rows]
+    for i, (matrix, ok) in enumerate(results):
+        matrices[i], parsed[i] = matrix, ok
+    return matrices, parsed
 
 
 def _whole_set_parses(task: Task, instance: Instance, text: str, finished: bool, m: int) -> bool:

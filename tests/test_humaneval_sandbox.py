@@ -89,6 +89,19 @@ def test_task_scores_right_and_wrong_answers(task):
         copy.close()
 
 
+def test_rollouts_are_scored_from_one_thread_per_sandbox_worker(task):
+    from tasks.base import Concurrent
+    from tasks.completions import score_many
+    from tasks.humaneval import formats
+
+    assert isinstance(task, Concurrent) and task.scoring_workers == 2
+    bodies = [RIGHT, "return x + y if x < 5 else 0", FORGE, RIGHT]
+    rows = [(instance(task), formats.fenced(answer(body)), True) for body in bodies]
+    matrices, parsed = score_many(task, rows, 1)
+    assert parsed.all()
+    assert [row[0, :6].tolist() for row in matrices] == [scores(task, body) for body in bodies]
+
+
 def test_fd_forgery_scores_zero_through_task_score(task):
     assert scores(task, FORGE) == [0.0] * 6
 

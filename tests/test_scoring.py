@@ -87,3 +87,46 @@ def test_diversity_over_valid_answers_and_best_over_the_oracle():
     assert columns["best@4/oracle"] == pytest.approx([1.0, 1.0])  # 0.5 / 0.5; an optimum of 0: 1
     half = summary.per_instance(vectors[:1] / 2, np.ones(2), np.array([0.5]), [4])
     assert half["best@4/oracle"] == pytest.approx([0.5])
+
+
+class Rendezvous:
+    """The maze task, as a `Concurrent` task whose first two `score` calls must overlap: each
+    waits at a barrier for the other (a sequential caller breaks it)."""
+
+    scoring_workers = 2
+
+    def __init__(self, task):
+        import threading
+
+        self.task, self.barrier, self.lock, self.calls = task, threading.Barrier(2, timeout=10), threading.Lock(), 0
+        self.name, self.objectives, self.weights = task.name, task.objectives, task.weights
+
+    def parse(self, instance, text, m=1):
+        return self.task.parse(instance, text, m)
+
+    def answer_texts(self, text):
+        return self.task.answer_texts(text)
+
+    def score(self, instance, answers):
+        with self.lock:
+            self.calls += 1
+            first = self.calls <= 2
+        if first:
+            self.barrier.wait()
+        return self.task.score(instance, answers)
+
+
+def test_score_many_matches_score_completion_and_overlaps_a_concurrent_tasks_calls(maze):
+    from tasks.base import Concurrent
+    from tasks.completions import score_many
+
+    task, instance, (a, b, c), _ = maze
+    texts = [f"{a}|{b}|{c}", f"{a}|{a}|{b}", "not a route", f"{c}|{b}|{a}"]
+    rows = [(instance, text, True) for text in texts]
+    expected = [score_completion(task, instance, text, True, 3, EVALUATION) for text in texts]
+    rendezvous = Rendezvous(task)
+    assert isinstance(rendezvous, Concurrent) and not isinstance(task, Concurrent)
+    for scorer in (task, rendezvous):  # sequentially, then from two threads whose calls meet at the barrier
+        matrices, parsed = score_many(scorer, rows, 3, EVALUATION)
+        assert np.array_equal(matrices, np.array([m for m, _ in expected]))
+        assert parsed.tolist() == [ok for _, ok in expected]

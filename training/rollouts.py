@@ -19,7 +19,7 @@ import torch
 from evo.errors import UserError
 from evo.policies.sampler import Rollout, Sampler
 from tasks.base import GoalConditioned, Instance, Task
-from tasks.completions import TRAINING, Scoring, score_completion
+from tasks.completions import TRAINING, Scoring, score_many
 from training.advantages import entry
 
 
@@ -106,10 +106,8 @@ def collect(
     if batched:
         rewards, parsed = task.score_completions(instances, samples.completions)
     else:
-        rewards = np.zeros((b * group, m, d))
-        parsed = np.zeros(b * group, dtype=bool)
-        for row, text in enumerate(texts):
-            rewards[row], parsed[row] = score_completion(task, instances[row // group], text, finished[row], m, scoring)
+        rows = [(instances[row // group], text, finished[row]) for row, text in enumerate(texts)]
+        rewards, parsed = score_many(task, rows, m, scoring)
     return Rollouts(
         instances=list(instances),
         samples=samples,

@@ -22,7 +22,7 @@ from evo.policies.base import Completion
 from evo.policies.sampler import Sampler, context_length
 from evo.scores import scalarize
 from tasks.base import Instance, Task
-from tasks.completions import score_completion
+from tasks.completions import score_many
 
 
 @dataclass(frozen=True)
@@ -135,8 +135,8 @@ def score_completions(task: Task, instance: Instance, completions: Sequence[Comp
     """Reward rows of all answers under the shared completion rules (tasks.completions: an
     unparseable or truncated completion gives m zero rows, repeated answers zero rows) and the
     number of completions that parsed."""
-    scored = [score_completion(task, instance, c.text, c.finish_reason == "stop", m) for c in completions]
-    return np.concatenate([rows for rows, _ in scored]), sum(ok for _, ok in scored)
+    matrices, parsed = score_many(task, [(instance, c.text, c.finish_reason == "stop") for c in completions], m)
+    return matrices.reshape(-1, len(task.objectives)), int(parsed.sum())
 
 
 def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30, m: int = 1,

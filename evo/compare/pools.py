@@ -10,7 +10,7 @@ import numpy as np
 
 from evo.policies.base import Policy
 from tasks.base import Instance, Task
-from tasks.completions import EVALUATION, Scoring, score_completion
+from tasks.completions import EVALUATION, Scoring, score_many
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,13 @@ def sample_pool(
             seed=sampling.seed + start,
         )
         completions = [c for row in replies for c in row]
-        for offset, instance in enumerate(chunk):
-            rows = [score_completion(task, instance, c.text, c.finish_reason == "stop", answers, sampling.scoring)[0]
-                    for c in completions[offset * rollouts : (offset + 1) * rollouts]]
-            vectors[start + offset] = np.concatenate(rows)
-            if texts is not None:
-                texts.append([[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]])
+        rows = [(instance, c.text, c.finish_reason == "stop") for offset, instance in enumerate(chunk)
+                for c in completions[offset * rollouts : (offset + 1) * rollouts]]
+        matrices, _ = score_many(task, rows, answers, sampling.scoring)
+        vectors[start : start + len(chunk)] = matrices.reshape(len(chunk), sampling.pool, -1)
+        if texts is not None:
+            texts.extend([[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]]
+                         for offset in range(len(chunk)))
         progress(len(chunk))
     return vectors
 

@@ -59,6 +59,11 @@ class HumanEvalTask:
         self.timeout = timeout
         self._scorer = SandboxScorer(timeout)
 
+    @property
+    def scoring_workers(self) -> int:
+        """The sandbox's workers (tasks.base.Concurrent): completions are scored from as many threads."""
+        return self._scorer.workers
+
     def close(self) -> None:
         """Stop the scoring sandbox (a later `score` starts another)."""
         self._scorer.close()

@@ -6,8 +6,9 @@ loaded from git (`--baseline-rev`, the commit before the change).
     python tests/benchmarks/bench_humaneval.py [--quick] [--problems N] [--caller-mb MB] [--baseline-rev REV]
 
 The reference answers of the first N problems (every test passes, so every test runs to its
-end), scored one answer at a time and all answers at once (the sandbox's workers in flight;
-the old harness has no parallelism of its own). Wall-clock medians over repeats, with
+end), scored one answer at a time, all answers at once (the sandbox's workers in flight;
+the old harness has no parallelism of its own), and as a training step's single-answer
+completions (`score_many`, one thread per sandbox worker). Wall-clock medians over repeats, with
 [min, max]; the sides are interleaved; thread counts pinned to 1. The sandbox's start (its
 workers import the scorer) is reported apart. `--caller-mb` makes the calling process hold
 that much touched memory first, as a trainer holds its model: the old harness forked that
@@ -34,6 +35,7 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 sys.path.insert(0, str(ROOT))
 
 import tasks  # noqa: E402
+from tasks.completions import score_many  # noqa: E402
 from tasks.humaneval import formats  # noqa: E402
 
 
@@ -94,21 +96,31 @@ def main() -> None:
         assert all(f.result().scores.min() == 1.0 for f in futures)
         return tests / (time.perf_counter() - start)
 
+    def after_rollouts() -> float:
+        """A step's single-answer completions as training scores them (score_many: one thread per worker)."""
+        rows = [(i, formats.fenced(a), True) for i, a in zip(instances, answers)]
+        start = time.perf_counter()
+        matrices, parsed = score_many(task, rows, 1)
+        assert parsed.all() and matrices.min() == 1.0
+        return tests / (time.perf_counter() - start)
+
     start = time.perf_counter()
     task.score(instances[0], [answers[0]])  # starts the sandbox
     startup = time.perf_counter() - start
-    rows: dict[str, list[float]] = {"before": [], "after": [], "after_parallel": []}
+    rows: dict[str, list[float]] = {"before": [], "after": [], "after_parallel": [], "after_rollouts": []}
     for _ in range(repeats):
         rows["before"].append(before())
         rows["after"].append(after_one_at_a_time())
         rows["after_parallel"].append(after_all_at_once())
+        rows["after_rollouts"].append(after_rollouts())
     task.close()
 
     figures = {key: summary(values) for key, values in rows.items()}
     print(f"{count} problems, {tests} tests, {repeats} repeats, the caller holding {args.caller_mb} MB; "
           f"load average {os.getloadavg()[0]:.2f}")
     for key, label in [("before", "old harness (unsandboxed)"), ("after", "sandbox, one answer at a time"),
-                       ("after_parallel", "sandbox, all answers at once")]:
+                       ("after_parallel", "sandbox, all answers at once"),
+                       ("after_rollouts", "sandbox, rollouts (score_many)")]:
         f = figures[key]
         print(f"{label:32s} {f['median']:8.1f} tests/s [{f['min']:.1f}, {f['max']:.1f}]")
     print(f"sandbox start: {startup:.2f} s")
@@ -118,6 +130,7 @@ def main() -> None:
         "ours_tests_per_s": figures["after"]["median"],
         "ours_tests_per_s_range": [figures["after"]["min"], figures["after"]["max"]],
         "ours_parallel_tests_per_s": figures["after_parallel"]["median"],
+        "ours_rollouts_tests_per_s": figures["after_rollouts"]["median"],
         "baseline_tests_per_s": figures["before"]["median"],
         "baseline_tests_per_s_range": [figures["before"]["min"], figures["before"]["max"]],
         "ratio": round(figures["after"]["median"] / figures["before"]["median"], 2),

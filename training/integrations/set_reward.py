@@ -19,7 +19,7 @@ import numpy as np
 from evo.errors import UserError
 from evo.scores import scalarize
 from tasks.base import Instance, Task
-from tasks.completions import score_completion
+from tasks.completions import score_many
 from training.advantages import dirichlet_weights, entry, vpo_scores
 
 ALGOS = ("grpo", "multi_rlvr", "random_weight_grpo", "vpo")  # a group z-score of one score per rollout
@@ -74,11 +74,9 @@ class SetReward:
 
     def matrices(self, completions, completion_ids, instance) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(N, m, d) reward matrices, parsed flags and finished flags of a batch of completions."""
-        d = len(self.task.objectives)
-        out, parsed = np.zeros((len(completions), self.m, d)), np.zeros(len(completions), dtype=bool)
         finished = np.array([bool(ids) and ids[-1] in self.eos_ids for ids in completion_ids])
-        for row, (text, key) in enumerate(zip(completions, instance)):
-            out[row], parsed[row] = score_completion(self.task, self.instances[key], completion_text(text), finished[row], self.m)
+        rows = [(self.instances[key], completion_text(text), bool(done)) for text, key, done in zip(completions, instance, finished)]
+        out, parsed = score_many(self.task, rows, self.m)
         return out, parsed, finished
 
     def __call__(self, prompts, completions, completion_ids, instance, trainer_state=None, log_metric=None, **_) -> list[float]:
