@@ -64,7 +64,8 @@ def test_list_algos_says_each_estimators_prompt():
 
 
 def test_option_flags_train_and_are_saved(init_dir, tmp_path):
-    flags = ["--algo", "goal_grpo", "--diversity-coef", "1.5", "--entropy-coef", "0.01", "--eps-high", "0.28"]
+    flags = ["--algo", "goal_grpo", "--diversity-coef", "1.5", "--entropy-coef", "0.01", "--eps-high", "0.28",
+             "--ppo-epochs", "2"]
     out = tmp_path / "run"
     done = evo("--task", "maze", "--init", str(init_dir), "--out", str(out), "--prompts", "2", "--group", "2",
                "--max-new-tokens", "8", "--steps", "1", "--no-progress", *flags)

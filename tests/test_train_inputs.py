@@ -142,6 +142,19 @@ def test_bad_numbers_are_refused_before_training(settings, wanted):
         TrainConfig(task="maze", algo="vpo", init="x", out="y", **settings)
 
 
+def test_clip_bounds_that_cannot_bind_are_refused(init_dir, tmp_path):
+    from evo.commands.train import build_config
+
+    def build(**settings):
+        return build_config(tmp_path / "run", False, str(init_dir), 2, {"task": "maze", "algo": "grpo", **settings})
+
+    for settings in (dict(eps_high=0.28), dict(eps_low=0.1), dict(eps_high=0.28, ppo_epochs=1)):
+        with pytest.raises(UserError, match="--ppo-epochs 2 or more"):
+            build(**settings)  # one on-policy update per step: the ratio is 1, the clip changes nothing
+    assert build(eps_high=0.28, ppo_epochs=2).eps_high == 0.28
+    assert build().ppo_epochs == 1  # the defaults are fine
+
+
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"task": "maze"}', '{"task": "maze", "algo": "vpo", '
                                   '"init": "x", "out": "y", "lr": "fast"}'])
 def test_a_garbage_train_config_is_one_line(tmp_path, text):
@@ -173,6 +186,8 @@ def test_the_commands_say_one_line_for_bad_training_inputs(init_dir, tmp_path):
     common = ["--task", "maze", "--prompts", "2", "--group", "2", "--max-new-tokens", "8", "--no-progress"]
     one_line_error(evo("train", *common, "--init", str(broken), "--out", str(tmp_path / "t")), "not a readable weights file")
     one_line_error(evo("train", *common, "--init", str(init_dir), "--out", str(tmp_path / "n"), "--lr", "nan"), "lr")
+    one_line_error(evo("train", *common, "--init", str(init_dir), "--out", str(tmp_path / "c"), "--eps-high", "0.28"),
+                   "--ppo-epochs 2 or more")
 
     run = tmp_path / "run"
     saved_run(init_dir, run)

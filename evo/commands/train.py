@@ -78,9 +78,20 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
         raise UserError("--task (or --spec) and --init are required (unless --resume)")
     check_weights(Path(init))
     try:
-        return TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
+        config = TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
     except ValueError as error:
         raise UserError(str(error)) from None
+    check_clip(config)
+    return config
+
+
+def check_clip(config) -> None:
+    """Refuse clip bounds that cannot act: with one PPO epoch, a step's only update is on-policy
+    (the ratio is exactly 1), so --eps-low/--eps-high would change nothing."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config) if f.name in ("eps_low", "eps_high")}
+    if config.ppo_epochs == 1 and any(getattr(config, name) != value for name, value in defaults.items()):
+        raise UserError("--eps-low/--eps-high have no effect with --ppo-epochs 1 (each step's one update is on-policy: "
+                        "the ratio is 1 and the clip never binds); add --ppo-epochs 2 or more")
 
 
 def refuse_changes(config, given: dict) -> None:
@@ -186,8 +197,10 @@ def open_spec_task(config, source):
 @config_option("--score-by-answer/--no-score-by-answer",
                help="Parse a set's answers one by one: a malformed answer scores zero alone (default: the whole set scores zero).")
 @config_option("--eps-low", type=float, help="PPO clip below: ratio >= 1 - eps-low.")
-@config_option("--eps-high", type=float, help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28).")
-@config_option("--ppo-epochs", type=click.IntRange(1))
+@config_option("--eps-high", type=float,
+               help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28, with --ppo-epochs 2 or more).")
+@config_option("--ppo-epochs", type=click.IntRange(1),
+               help="Optimizer steps per batch of rollouts; from the second on, the PPO clip binds.")
 @config_option("--micro-batches", type=click.IntRange(1), help="Gradient accumulation chunks.")
 @config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
 @config_option("--max-empty-steps", type=click.IntRange(0),

@@ -36,6 +36,9 @@ case $1 in
   e) train multirlvr-s0 multi_rlvr 600 196 0 ;;
   f) train rwgrpo-s0 random_weight_grpo 600 68 0 ;;
   g) train maxk-s0 maxk 600 68 0 ;;
-  h) train grpo-cliphigh-s0 grpo 600 68 0 --eps-high 0.28 ;;
-  *) echo "train.sh: unknown lane '$1' (a b c d e f g h a1 a2 b1 b2 d1 d2)" >&2; exit 2 ;;
+  h) train grpo-cliphigh-s0 grpo 600 68 0 --eps-high 0.28 ;;  # (one on-policy update per step: the clip cannot bind; the same run as a)
+  # clip-higher where the clip binds: two PPO epochs per step (the second is off-policy), and GRPO with two epochs as its control
+  h2) train grpo-cliphigh-e2-s0 grpo 600 68 0 --eps-high 0.28 --ppo-epochs 2 ;;
+  a3) train grpo-e2-s0 grpo 600 68 0 --ppo-epochs 2 ;;
+  *) echo "train.sh: unknown lane '$1' (a b c d e f g h h2 a3 a1 a2 b1 b2 d1 d2)" >&2; exit 2 ;;
 esac
