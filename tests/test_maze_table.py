@@ -59,3 +59,26 @@ def test_the_valid_diversity_and_oracle_columns_lead_when_every_model_has_them(t
     text = table.markdown(table.build(models, ["grpo"]), ["grpo"], mazes=4)
     assert "| best@30 / oracle | diversity (valid) | diversity (all rows) |" in text
     assert "- vpo diversity_valid: +0.000" in text
+
+
+def test_a_glob_over_the_tables_directory_skips_its_own_output_and_refuses_other_json(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    for name, best in (("grpo-s0", [0.5] * 4), ("vpo-s0", [0.6] * 4)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"settings": {"mazes": 4}, "models": {name: model(best)}}))
+    out = str(tmp_path / "table")
+
+    def run(*paths):
+        return subprocess.run([sys.executable, str(TABLE), *map(str, paths), "--out", out], capture_output=True, text=True,
+                              cwd=TABLE.parents[2], env={"PYTHONPATH": str(TABLE.parents[2]), "PATH": ""}, timeout=120)
+
+    first = run(*sorted(tmp_path.glob("*.json")))
+    assert first.returncode == 0, first.stderr
+    again = run(*sorted(tmp_path.glob("*.json")))  # now table.json is among them
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout and "- vpo best_at_30: +0.100 [" in again.stdout
+    (tmp_path / "notes.json").write_text("{}")
+    other = run(*sorted(tmp_path.glob("*.json")))
+    assert other.returncode == 2 and "notes.json is not an evaluation file" in other.stderr

@@ -113,7 +113,11 @@ def main() -> None:
     args = parser.parse_args()
     models, settings = {}, {}
     for path in args.evaluations:
+        if Path(path).resolve() == Path(args.out + ".json").resolve():
+            continue  # this table's own earlier output, caught by a glob over its directory
         data = json.loads(Path(path).read_text())
+        if "models" not in data:
+            parser.error(f"{path} is not an evaluation file of evaluate.py (no 'models')")
         models.update(data["models"])
         settings = data["settings"]
     baselines = args.baseline or ["grpo"]
