@@ -34,11 +34,13 @@ case $1 in
   d1) train grpo-darling-s1 grpo 600 68 1 --diversity-coef 1.0 ;;
   d2) train grpo-darling-s2 grpo 600 68 2 --diversity-coef 1.0 ;;
   e) train multirlvr-s0 multi_rlvr 600 196 0 ;;
+  e1) train multirlvr-s1 multi_rlvr 600 196 1 ;;
+  e2) train multirlvr-s2 multi_rlvr 600 196 2 ;;
   f) train rwgrpo-s0 random_weight_grpo 600 68 0 ;;
   g) train maxk-s0 maxk 600 68 0 ;;
   h) train grpo-cliphigh-s0 grpo 600 68 0 --eps-high 0.28 ;;  # (one on-policy update per step: the clip cannot bind; the same run as a)
   # clip-higher where the clip binds: two PPO epochs per step (the second is off-policy), and GRPO with two epochs as its control
   h2) train grpo-cliphigh-e2-s0 grpo 600 68 0 --eps-high 0.28 --ppo-epochs 2 ;;
   a3) train grpo-e2-s0 grpo 600 68 0 --ppo-epochs 2 ;;
-  *) echo "train.sh: unknown lane '$1' (a b c d e f g h h2 a3 a1 a2 b1 b2 d1 d2)" >&2; exit 2 ;;
+  *) echo "train.sh: unknown lane '$1' (a b c d e e1 e2 f g h h2 a3 a1 a2 b1 b2 d1 d2)" >&2; exit 2 ;;
 esac
