@@ -70,13 +70,13 @@ def sample_pool(
             seed=sampling.seed + start,
         )
         completions = [c for row in replies for c in row]
-        rows = [(instance, c.text, c.finish_reason == "stop") for offset, instance in enumerate(chunk)
-                for c in completions[offset * rollouts : (offset + 1) * rollouts]]
+        kept = [[[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]]
+                for offset in range(len(chunk))]  # each instance's completions, as texts and whether they finished
+        rows = [(instance, text, finished) for instance, own in zip(chunk, kept) for text, finished in own]
         matrices, _ = score_many(task, rows, answers, sampling.scoring)
         vectors[start : start + len(chunk)] = matrices.reshape(len(chunk), sampling.pool, -1)
         if texts is not None:
-            texts.extend([[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]]
-                         for offset in range(len(chunk)))
+            texts.extend(kept)
         progress(len(chunk))
     return vectors
 

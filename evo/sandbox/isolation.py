@@ -264,18 +264,20 @@ def drop_privileges(uid: int, gid: int, keep: int | None = CAP_DAC_READ_SEARCH) 
     prctl(PR_SET_KEEPCAPS, 0)
 
 
+def _stat(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...); None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+
+
 def children_of(pid: int) -> list[int]:
     """Direct children of `pid`, found by scanning /proc (no CONFIG_PROC_CHILDREN needed)."""
     found = []
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
+        if entry.name.isdigit() and (fields := _stat(entry.name)) is not None and int(fields[1]) == pid:
             found.append(int(entry.name))
     return found
 
@@ -314,11 +316,8 @@ def kill_children(parent: int) -> list[int]:
 
 def running(pid: int) -> bool:
     """Whether `pid` is alive: not gone, and not a zombie its parent has still to reap."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in (b"Z", b"X")
 
 
 def wait_gone(pids: list[int], seconds: float = 2.0) -> bool:
