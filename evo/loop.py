@@ -9,7 +9,9 @@
         candidates = evolution.tell(group, policy.generate(group.texts, **group.options))
         evolution.commit((c, sandbox.evaluate(c.code)) for c in candidates)
 
-Iterations are numbered from 0; one iteration is one prompt with `samples` completions.
+Iterations are numbered from 0; one iteration is one prompt with `samples` completions, each
+holding `m` programs (a set reply, evo/prompt_sets.py; m = 1 by default): completion j's
+program k is the candidate in slot j * m + k.
 Prompts are asked for in groups of `batch` iterations (one batched policy call each). Two
 rules make a run deterministic for a seed and a deterministic policy, whatever the timing,
 and make a resumed run identical to an uninterrupted one:
@@ -36,11 +38,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from evo import prompts
+from evo import prompt_sets, prompts
 from evo.database import Database
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
@@ -74,14 +77,31 @@ class LoopConfig:
     top_p: float = 1.0
     target: float | None = SearchSettings.target
     max_program_bytes: int = SearchSettings.max_program_bytes  # larger proposals fail as "too_large", unevaluated
+    answers: int = 1  # programs per reply for a policy not named in policy_answers
+    policy_answers: tuple[tuple[str, int], ...] = ()  # (policy name, programs per reply): a checkpoint's trained m
+    answers_by: str = SearchSettings.answers_by  # "completion": m programs in one | "samples": m completions of one prompt
+    set_head: str = ""  # `continue` sets: the head's text with "{answers}" (the spec's [prompt] set_head file)
+    separator: str = ""  # `continue` sets: between the programs of a reply ("": a marker line)
 
     @classmethod
     def for_spec(cls, spec, seed: int = 0, **options: Any) -> "LoopConfig":
         """The settings a spec gives (budget, samples, target, prompt), `options` on top."""
+        prompt = spec.prompt
         given = dict(iterations=spec.search.iterations, samples=spec.search.samples_per_prompt,
-                     style=spec.prompt.style, system=spec.prompt.system, target=spec.search.target,
-                     feedback=spec.prompt.feedback, max_program_bytes=spec.search.max_program_bytes)
+                     style=prompt.style, system=prompt.system, target=spec.search.target,
+                     feedback=prompt.feedback, max_program_bytes=spec.search.max_program_bytes,
+                     answers=spec.search.answers or 1, answers_by=spec.search.answers_by, separator=prompt.separator,
+                     set_head=Path(prompt.set_head).read_text(encoding="utf-8") if prompt.set_head else "")
         return cls(seed=seed, **{**given, **options})
+
+    def answers_for(self, policy: str) -> int:
+        """Programs per reply of the named policy."""
+        return dict(self.policy_answers).get(policy, self.answers)
+
+    def asked(self, policy: str) -> tuple[int, int]:
+        """(programs per completion, completions per prompt) for the named policy."""
+        m = self.answers_for(policy)
+        return (1, self.samples * m) if self.answers_by == "samples" else (m, self.samples)
 
     @property
     def lag(self) -> int:
@@ -121,6 +141,7 @@ class PromptGroup:
     parents: tuple[tuple, ...]  # per prompt: the ids of the programs shown as parents
     options: dict[str, Any]  # keyword arguments of Policy.generate (n, seed, max_new_tokens, ...)
     policy: str = ""  # the name of the policy to ask (evo/policy_mix.py)
+    answers: int = 1  # programs asked for in each completion
 
     @property
     def texts(self) -> list[str]:
@@ -136,7 +157,7 @@ def iteration_rng(seed: int, iteration: int) -> np.random.Generator:
 
 
 def auto_tokens(built: Sequence[Prompt]) -> int:
-    """The default completion budget: room for a whole program, or for finishing a block."""
+    """The default completion budget per program: room for a whole program, or for finishing a block."""
     continuing = [prompt for prompt in built if prompt.style == "continue"]
     if not continuing:
         return 4096
@@ -205,13 +226,15 @@ class Evolution:
         start, config = self.generated, self.config
         if self.done or start >= config.iterations or self.committed < max(0, start - config.lag):
             return None
-        built = [self._build(i) for i in range(start, min(start + config.batch, config.iterations))]
+        policy = self._choose_policy(start)
+        m, n = config.asked(policy)
+        built = [self._build(i, m) for i in range(start, min(start + config.batch, config.iterations))]
         prompts_ = tuple(prompt for _, prompt, _ in built)
-        options = dict(n=config.samples, max_new_tokens=config.max_new_tokens or auto_tokens(prompts_),
+        options = dict(n=n, max_new_tokens=m * (config.max_new_tokens or auto_tokens(prompts_)),
                        temperature=config.temperature, top_p=config.top_p, seed=policy_seed(config.seed, start),
                        stop=prompts_[0].stop)
         return PromptGroup(start, prompts_, tuple(i for i, _, _ in built), tuple(k for _, _, k in built), options,
-                           self._choose_policy(start))
+                           policy, m)
 
     def _choose_policy(self, start: int) -> str:
         """By weight or by the bandit over what the journal and the committed programs say now
@@ -223,12 +246,15 @@ class Evolution:
         stats = self._tally.add(self.db.programs).stats(proposed) if mix.choice == "ucb" else None
         return mix.choose(choice_rng(self.config.seed, start), stats)
 
-    def _build(self, iteration: int) -> tuple[int, Prompt, tuple]:
-        rng = iteration_rng(self.config.seed, iteration)
+    def _build(self, iteration: int, m: int = 1) -> tuple[int, Prompt, tuple]:
+        config, minimize = self.config, self.db.config.minimize
+        rng = iteration_rng(config.seed, iteration)
         island = iteration % len(self.db.islands)
         parents, inspirations = self._sample(island, rng)
-        prompt = prompts.build(self.config.style, parents, inspirations, rng=rng, system=self.config.system,
-                               objectives=self.objectives, minimize=self.db.config.minimize, stop=self.config.stop)
+        prompt = prompts.build(config.style, parents, inspirations, rng=rng, system=config.system,
+                               objectives=self.objectives, minimize=minimize, stop=config.stop)
+        prompt = prompt_sets.widen(prompt, m, objectives=self.objectives, minimize=minimize,
+                                   set_head=config.set_head, separator=config.separator)
         return island, prompt, tuple(p.key for p in parents)
 
     def _sample(self, island: int, rng: np.random.Generator) -> tuple[list[Shown], list[Shown]]:
@@ -257,10 +283,11 @@ class Evolution:
             raise RuntimeError(f"policy returned {len(replies)} reply lists for {len(group.prompts)} prompts")
         candidates: list[Candidate] = []
         for offset, (prompt, completions) in enumerate(zip(group.prompts, replies)):
-            texts = [completion.text for completion in completions] or [None]
-            for slot, text in enumerate(texts):
-                candidates.append(replace(self._candidate(group.start + offset, slot, group.islands[offset],
-                                                          prompt, group.parents[offset], text), policy=group.policy))
+            iteration, island, parents = group.start + offset, group.islands[offset], group.parents[offset]
+            for j, completion in enumerate(completions or [None]):
+                made = (self._set_candidates(iteration, j, island, prompt, parents, completion) if prompt.answers > 1
+                        else [self._candidate(iteration, j, island, prompt, parents, completion and completion.text)])
+                candidates += [replace(c, policy=group.policy) for c in made]
         rejected = [(c, e) for c in candidates if c.status == PENDING and (e := self._rejection(c)) is not None]
         with self.db.journal.store.transaction():  # a rejection is journaled with its candidate
             self.db.journal.add_candidates(candidates)
@@ -285,18 +312,42 @@ class Evolution:
 
     def _candidate(self, iteration: int, slot: int, island: int, prompt: Prompt, parents: tuple,
                    reply: str | None) -> Candidate:
-        cap = self.config.max_reply_bytes
         try:
-            if reply is None:
-                raise ParseFailure("the policy returned no completion for this prompt")
-            problem = reply_problem(reply, cap)
+            problem = self._reply_problem(reply)
             if problem:
                 raise ParseFailure(problem)
             code = prompts.parse(prompt, reply)
         except ParseFailure as failure:
-            self.progress.parse_errors += 1
-            kept = storable((reply or "")[:cap])  # what the journal keeps of it: bounded, valid text
-            return Candidate(iteration, slot, island, kept, "", parents, PARSE_ERROR, str(failure))
+            return self._unparsed(iteration, slot, island, parents, reply, failure)
+        return self._proposed_program(iteration, slot, island, parents, code)
+
+    def _set_candidates(self, iteration: int, reply_index: int, island: int, prompt: Prompt, parents: tuple,
+                        completion) -> list[Candidate]:
+        """The `prompt.answers` candidates of one set reply: each program parsed, failed or deduped alone."""
+        m, reply = prompt.answers, None if completion is None else completion.text
+        problem = self._reply_problem(reply)
+        found = ([ParseFailure(problem)] * m if problem
+                 else prompt_sets.programs(prompt, reply, cut=completion.finish_reason == "length"))
+        made = []
+        for k, program in enumerate(found):
+            slot = reply_index * m + k
+            candidate = (self._unparsed(iteration, slot, island, parents, reply, program) if isinstance(program, ParseFailure)
+                         else self._proposed_program(iteration, slot, island, parents, program))
+            made.append(replace(candidate, answer=k))
+        return made
+
+    def _reply_problem(self, reply: str | None) -> str:
+        if reply is None:
+            return "the policy returned no completion for this prompt"
+        return reply_problem(reply, self.config.max_reply_bytes)
+
+    def _unparsed(self, iteration: int, slot: int, island: int, parents: tuple, reply: str | None,
+                  failure: ParseFailure) -> Candidate:
+        self.progress.parse_errors += 1
+        kept = storable((reply or "")[:self.config.max_reply_bytes])  # what the journal keeps of it: bounded, valid text
+        return Candidate(iteration, slot, island, kept, "", parents, PARSE_ERROR, str(failure))
+
+    def _proposed_program(self, iteration: int, slot: int, island: int, parents: tuple, code: str) -> Candidate:
         digest = self.db.dedupe_key(code)
         if digest in self._seen:
             self.progress.duplicates += 1

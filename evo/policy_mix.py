@@ -36,7 +36,8 @@ INITIAL = "initial"  # the policy name of the initial program(s) (Database.add_i
 class PolicyStats:
     """What one policy proposed and what came of it."""
 
-    proposals: int = 0  # candidates sampled (parsed or not)
+    proposals: int = 0  # candidate programs proposed (parsed or not)
+    replies: int = 0  # policy completions (a set reply proposes several programs)
     unparseable: int = 0
     duplicates: int = 0
     evaluated: int = 0  # stored programs (successes and failures)
@@ -132,9 +133,11 @@ class PolicyTally:
         self.counted = max(self.counted, top)
         return self
 
-    def stats(self, statuses: Iterable[tuple[str, str, int]], names: Iterable[str] = ()) -> dict[str, PolicyStats]:
+    def stats(self, statuses: Iterable[tuple[str, str, int]], names: Iterable[str] = (),
+              replies: Mapping[str, int] | None = None) -> dict[str, PolicyStats]:
         """With the journal's (policy, candidate status, count) rows; `names`: the run's policies
-        (listed even when never asked). A candidate journaled before policies were recorded
+        (listed even when never asked); `replies`: completions by policy (journal.reply_counts;
+        None: one program per reply). A candidate journaled before policies were recorded
         (policy '') belongs to the run's one policy when its programs name just one."""
         rows = {name: Counter() for name in names}
         rows.update((name, Counter(row)) for name, row in self.rows.items())
@@ -142,17 +145,19 @@ class PolicyTally:
         for policy, status, count in statuses:
             row = rows.setdefault(policy or (named[0] if len(named) == 1 else ""), Counter())
             row.update(proposals=count, unparseable=count if status == "parse" else 0,
-                       duplicates=count if status == "duplicate" else 0)
+                       duplicates=count if status == "duplicate" else 0, replies=count if replies is None else 0)
+        for policy, count in (replies or {}).items():
+            rows.setdefault(policy or (named[0] if len(named) == 1 else ""), Counter()).update(replies=count)
         return {name: PolicyStats(**row) for name, row in rows.items()}
 
 
 def policy_stats(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int, Program],
-                 names: Iterable[str] = ()) -> dict[str, PolicyStats]:
+                 names: Iterable[str] = (), replies: Mapping[str, int] | None = None) -> dict[str, PolicyStats]:
     """Per policy, from the journal's (policy, status, count) rows and the stored programs by id."""
-    return PolicyTally().add(programs).stats(statuses, names)
+    return PolicyTally().add(programs).stats(statuses, names, replies)
 
 
 def policy_table(statuses: Iterable[tuple[str, str, int]], programs: Mapping[int, Program],
-                 names: Iterable[str] = ()) -> dict[str, dict[str, int]]:
+                 names: Iterable[str] = (), replies: Mapping[str, int] | None = None) -> dict[str, dict[str, int]]:
     """`policy_stats` as plain values by policy name, sorted: what `evo show --json` and `evo report` print."""
-    return {name: s.as_dict() for name, s in sorted(policy_stats(statuses, programs, names).items())}
+    return {name: s.as_dict() for name, s in sorted(policy_stats(statuses, programs, names, replies).items())}

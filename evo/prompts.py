@@ -54,6 +54,8 @@ class Prompt:
     base: Shown  # the program the reply edits (diff base, splice target)
     prefix: str = ""  # `continue`: the block prefix given to the policy
     stop: tuple[str, ...] = ()
+    answers: int = 1  # programs asked for in one reply (evo/prompt_sets.py)
+    separator: str = ""  # `continue` sets: what separates the programs of a reply
 
 
 def _score_line(shown: Shown, minimize: Sequence[str] = ()) -> str:

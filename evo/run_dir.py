@@ -168,7 +168,13 @@ def move_policies(config: RunConfig, moved: Mapping[str, str]) -> RunConfig:
 
 
 def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
-    return LoopConfig.for_spec(spec, config.seed, **{name: config.loop[name] for name in RUN_OPTIONS})
+    """The loop's settings: the spec's, the run's stored options, and each policy's programs per
+    reply ([search] answers, else what its checkpoint was trained for)."""
+    from evo.policies import answers_for
+
+    answers = tuple((name, answers_for(uri, spec.search.answers)) for name, uri in config.named.items())
+    return LoopConfig.for_spec(spec, config.seed, policy_answers=answers,
+                               **{name: config.loop[name] for name in RUN_OPTIONS})
 
 
 def make_evaluator(spec: specs.Spec, executor: str):

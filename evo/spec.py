@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from evo.database.config import POLICY_CHOICES, DatabaseConfig, FeatureConfig, SearchSettings
+from evo.database.config import ANSWERS_BY, POLICY_CHOICES, DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
+from evo.prompt_sets import ANSWERS_FIELD
 from evo.prompts import STYLES as PROMPT_STYLES
 from evo.scores import weights_problem
 from evo.selection import NAMES as SELECTIONS, options_of
@@ -70,6 +71,8 @@ class PromptSettings:
     style: str = "full"
     system: str = "You improve programs."
     feedback: bool = True  # show evaluator feedback and failed children's errors with shown programs
+    set_head: str = ""  # `continue`: a file whose text replaces the program's head in a set prompt ("{answers}" = m)
+    separator: str = ""  # `continue`: what separates the programs of a set reply (default: a marker line)
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,7 @@ def build(raw: Mapping[str, Any], path: Path, origin: str | None = None) -> Spec
         sandbox=_sandbox(_Table(raw.get("sandbox", {}), origin, "sandbox", _keys(SandboxLimits))),
         features=features,
         search=search,
-        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", _keys(PromptSettings))),
+        prompt=_prompt(_Table(raw.get("prompt", {}), origin, "prompt", _keys(PromptSettings)), path),
         raw=copy.deepcopy(dict(raw)),
     )
 
@@ -363,14 +366,27 @@ def _policy_settings(t: _Table) -> dict[str, Any]:
     weights = t.get("policy_weights", {}, "a table of NAME = weight (a number >= 0)",
                     lambda v: isinstance(v, Mapping) and all(_is_num(w) and w >= 0 for w in v.values()))
     choice = t.choice("policy_choice", SearchSettings.policy_choice, POLICY_CHOICES)
-    return {"policy_weights": {name: float(w) for name, w in weights.items()}, "policy_choice": choice}
+    answers_by = t.choice("answers_by", SearchSettings.answers_by, ANSWERS_BY)
+    return {"policy_weights": {name: float(w) for name, w in weights.items()}, "policy_choice": choice,
+            "answers_by": answers_by}
 
 
 def _is_edge(edge: Any, islands: int) -> bool:
     return isinstance(edge, list) and len(edge) == 2 and all(_is_int(i) and 0 <= i < islands for i in edge)
 
 
-def _prompt(t: _Table) -> PromptSettings:
+def _prompt(t: _Table, path: Path) -> PromptSettings:
     d = PromptSettings()
+    set_head = t.get("set_head", d.set_head, "a file (relative to the spec) holding {answers}", lambda v: isinstance(v, str))
+    if set_head:
+        file = (path.parent / set_head).resolve()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            t.fail("set_head", "an existing UTF-8 file (relative to the spec)", str(file))
+        if ANSWERS_FIELD not in text:
+            t.fail("set_head", f"a file whose text holds {ANSWERS_FIELD} (where the number of programs goes)", str(file))
+        set_head = str(file)
     return PromptSettings(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)),
-                          feedback=t.get("feedback", d.feedback, "true or false", lambda v: isinstance(v, bool)))
+                          feedback=t.get("feedback", d.feedback, "true or false", lambda v: isinstance(v, bool)),
+                          set_head=set_head, separator=t.get("separator", d.separator, "a string", lambda v: isinstance(v, str)))

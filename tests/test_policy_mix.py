@@ -78,13 +78,15 @@ def test_policy_stats_count_proposals_failures_and_improvements():
     statuses = [("a", "pending", 2), ("a", "duplicate", 3), ("b", "pending", 2), ("b", "parse", 1)]
     stats = policy_stats(statuses, programs)
     assert set(stats) == {"a", "b"}
-    assert stats["a"] == PolicyStats(proposals=5, duplicates=3, evaluated=2, failures=0, improvements=1)
-    assert stats["b"] == PolicyStats(proposals=3, unparseable=1, evaluated=2, failures=1, improvements=0)
+    assert stats["a"] == PolicyStats(proposals=5, replies=5, duplicates=3, evaluated=2, failures=0, improvements=1)
+    assert stats["b"] == PolicyStats(proposals=3, replies=3, unparseable=1, evaluated=2, failures=1, improvements=0)
+    sets = policy_stats(statuses, programs, replies={"a": 2, "b": 1})  # set replies: several programs each
+    assert (sets["a"].replies, sets["a"].proposals, sets["b"].replies, sets["b"].proposals) == (2, 5, 1, 3)
     assert improved(programs[2], programs) and not improved(programs[4], programs)
     # a policy may be named "initial": its children have parents, the initial program has none
     named = {p.id: p for p in [record(1, "initial", 0.5), record(2, "initial", 0.7, (1,)), record(3, "initial", None, (1,))]}
     assert policy_stats([("initial", "pending", 2)], named)["initial"] == PolicyStats(
-        proposals=2, evaluated=2, failures=1, improvements=1)
+        proposals=2, replies=2, evaluated=2, failures=1, improvements=1)
     # a journal from before policies were recorded belongs to the run's one policy
     old = policy_stats([("", "pending", 2)], {p.id: p for p in programs.values() if p.policy in ("a", "initial")})
     assert old["a"].proposals == 2 and "" not in old

@@ -17,24 +17,9 @@ from evo.compare.search import Search
 from evo.errors import UserError
 
 
-def _answers_of(uri: str) -> int:
-    """Answers per completion a checkpoint was trained for (train_config.json), else 1."""
-    from evo.policies import resolve_checkpoint
-
-    scheme, _, rest = uri.partition(":")
-    if scheme not in ("local", "vllm"):
-        return 1
-    config = resolve_checkpoint(rest) / "train_config.json"
-    if not config.is_file():
-        return 1
-    from training.rollouts import answers_for
-
-    data = json.loads(config.read_text())
-    return answers_for(data["algo"], data["answers"])
-
-
 def _contenders(policies: tuple[str, ...], answers: tuple[str, ...]):
     from evo.compare.pools import Contender
+    from evo.policies import trained_answers
 
     uris = params.parse_pairs(policies, "--policy")
     if len(uris) < 1:
@@ -46,7 +31,7 @@ def _contenders(policies: tuple[str, ...], answers: tuple[str, ...]):
     contenders = []
     for name, uri in uris.items():
         try:
-            m = int(forced[name]) if name in forced else _answers_of(uri)
+            m = int(forced[name]) if name in forced else trained_answers(uri)
         except ValueError:
             raise UserError(f"--answers {name}={forced[name]}: expected a positive integer") from None
         if m < 1:

@@ -18,7 +18,7 @@ def summary(directory: Path) -> dict:
     from evo import failures
     from evo.scores import real_values
     from evo.database import Database, database_file
-    from evo.database.journal import outcome_counts, policy_counts
+    from evo.database.journal import outcome_counts, policy_counts, reply_counts
     from evo.policy_mix import policy_table
     from evo.run_dir import LEGACY_JOURNAL_FILE, policy_names
 
@@ -33,6 +33,7 @@ def summary(directory: Path) -> dict:
         has_features = bool(db.config.features)
         counts = db.journal.counts()
         proposed = db.journal.policy_counts()
+        replies = db.journal.reply_counts()
         programs = dict(db.programs)
         messages = failures.common(programs.values())
     legacy = directory / LEGACY_JOURNAL_FILE
@@ -40,6 +41,7 @@ def summary(directory: Path) -> dict:
         try:
             with closing(sqlite3.connect(f"file:{legacy}?mode=ro", uri=True)) as connection:
                 counts, proposed = outcome_counts(connection), policy_counts(connection)
+                replies = reply_counts(connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{legacy}: the old run journal is unreadable ({error})") from None
     from evo.training_log import figures
@@ -58,7 +60,7 @@ def summary(directory: Path) -> dict:
         "failure_messages": messages,
         "unparseable": counts["parse"],
         "duplicates": counts["duplicate"],
-        "policies": policy_table(proposed, programs, policy_names(directory)),
+        "policies": policy_table(proposed, programs, policy_names(directory), replies),
     }
 
 
@@ -144,7 +146,8 @@ def _echo_policies(policies: dict[str, dict[str, int]]) -> None:
     from evo.feedback import printable
 
     for name, s in policies.items():
-        click.echo(f"policy {printable(name)}: {s['proposals']} proposals, {s['failures']} failed, {s['improvements']} improvements "
+        click.echo(f"policy {printable(name)}: {s['replies']} replies, {s['proposals']} programs proposed, "
+                   f"{s['failures']} failed, {s['improvements']} improvements "
                    f"({s['unparseable']} unparseable, {s['duplicates']} duplicates)")
 
 

@@ -22,6 +22,7 @@ from evo.selection import check_name, check_options
 
 FEATURE_SOURCES = ("code_length", "objective:<name>", "scorer:<key>")
 POLICY_CHOICES = ("weights", "ucb")  # how a run of several policies picks one per group (evo/policy_mix.py)
+ANSWERS_BY = ("completion", "samples")  # how a proposal of m programs is asked for (evo/prompt_sets.py)
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,14 @@ class SearchSettings:
     policy_weights: Mapping[str, float] = field(default_factory=dict)  # policy name -> weight (unnamed: 1)
     policy_choice: str = "weights"  # POLICY_CHOICES
     max_program_bytes: int = 65536  # a larger proposal fails as "too_large" before evaluation (prompts stay bounded)
+    answers: int = 0  # programs per policy reply (a set); 0: the policy's own (a checkpoint's trained m, else 1)
+    answers_by: str = "completion"  # "completion": m programs in ONE completion | "samples": m samples of one prompt
 
     # the least value of each count (the spec reads its rules from here too)
     MINIMUM: ClassVar[dict[str, int]] = {
         "islands": 1, "migration_interval": 0, "migration_size": 0, "reset_interval": 0, "parents": 1,
         "inspirations": 0, "population_cap": 0, "samples_per_prompt": 1, "iterations": 1, "max_program_bytes": 1,
+        "answers": 0,
     }
 
     def __post_init__(self) -> None:
@@ -93,6 +97,8 @@ class SearchSettings:
         if not math.isfinite(sum(self.policy_weights.values())):
             raise UserError(f"search.policy_weights must have a finite sum (they are normalized to probabilities), "
                             f"got {dict(self.policy_weights)!r}"[:300])
+        if self.answers_by not in ANSWERS_BY:
+            raise UserError(f"search.answers_by must be one of {', '.join(map(repr, ANSWERS_BY))}, got {self.answers_by!r}")
         if self.policy_choice not in POLICY_CHOICES:
             raise UserError(f"search.policy_choice must be one of {', '.join(map(repr, POLICY_CHOICES))}, got {self.policy_choice!r}")
 

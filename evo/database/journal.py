@@ -21,7 +21,7 @@ from evo.errors import UserError
 from evo.scores import Evaluation, Failure
 
 PENDING, INSERTED, PARSE_ERROR, DUPLICATE = "pending", "inserted", "parse", "duplicate"
-_COLUMNS = "iteration, slot, island, code, hash, parents, status, message, policy"
+_COLUMNS = "iteration, slot, island, code, hash, parents, status, message, policy, answer"
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Candidate:
     status: str = PENDING  # pending (to evaluate and insert) | inserted (a program now) | parse | duplicate
     message: str = ""
     policy: str = ""  # the name of the policy that proposed it
+    answer: int = 0  # its place in its policy reply (a set reply holds several programs; 0 starts a reply)
 
 
 def _dump_evaluation(evaluation: Evaluation) -> tuple:
@@ -76,6 +77,14 @@ def policy_counts(connection: sqlite3.Connection) -> list[tuple[str, str, int]]:
         f"SELECT {policy} AS p, status, COUNT(*) FROM candidates GROUP BY p, status ORDER BY p, status")]
 
 
+def reply_counts(connection: sqlite3.Connection) -> dict[str, int]:
+    """Policy replies (completions) by policy name: the candidates that start a reply."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(candidates)")}
+    policy = "policy" if "policy" in columns else "''"
+    start = "answer = 0" if "answer" in columns else "1"
+    return dict(connection.execute(f"SELECT {policy} AS p, COUNT(*) FROM candidates WHERE {start} GROUP BY p"))
+
+
 class CandidateJournal:
     """The candidates and evaluations tables of a run's store."""
 
@@ -84,9 +93,9 @@ class CandidateJournal:
 
     def add_candidates(self, candidates: Iterable[Candidate]) -> None:
         rows = [(c.iteration, c.slot, c.island, c.code, c.hash, json.dumps(list(c.parents)),
-                 c.status, c.message, c.policy) for c in candidates]
+                 c.status, c.message, c.policy, c.answer) for c in candidates]
         with self.store.transaction():
-            self.store.connection.executemany(f"INSERT OR REPLACE INTO candidates ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+            self.store.connection.executemany(f"INSERT OR REPLACE INTO candidates ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
 
     def add_evaluations(self, evaluated: Iterable[tuple[Candidate, Evaluation]]) -> None:
         rows = [(c.iteration, c.slot, *_dump_evaluation(e)) for c, e in evaluated]
@@ -104,12 +113,16 @@ class CandidateJournal:
     def candidates(self, since: int = 0) -> list[Candidate]:
         rows = self.store.connection.execute(
             f"SELECT {_COLUMNS} FROM candidates WHERE iteration >= ? ORDER BY iteration, slot", (since,))
-        return [Candidate(i, s, isl, code, h, tuple(json.loads(p)), st, msg, policy)
-                for i, s, isl, code, h, p, st, msg, policy in rows]
+        return [Candidate(i, s, isl, code, h, tuple(json.loads(p)), st, msg, policy, answer)
+                for i, s, isl, code, h, p, st, msg, policy, answer in rows]
 
     def policy_counts(self) -> list[tuple[str, str, int]]:
         """(policy name, status, candidates): what each policy proposed (evo/policy_mix.py)."""
         return policy_counts(self.store.connection)
+
+    def reply_counts(self) -> dict[str, int]:
+        """Policy replies by policy name (a reply holds one program, or a set of several)."""
+        return reply_counts(self.store.connection)
 
     def hashes(self) -> set[str]:
         rows = self.store.connection.execute("SELECT hash FROM candidates WHERE status != ?", (PARSE_ERROR,))

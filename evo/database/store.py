@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS candidates (
     iteration INTEGER NOT NULL, slot INTEGER NOT NULL, island INTEGER NOT NULL,
     code TEXT NOT NULL, hash TEXT NOT NULL, parents TEXT NOT NULL,
     status TEXT NOT NULL, message TEXT NOT NULL, policy TEXT NOT NULL DEFAULT '',
+    answer INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (iteration, slot));
 CREATE TABLE IF NOT EXISTS evaluations (
     iteration INTEGER NOT NULL, slot INTEGER NOT NULL,
@@ -72,6 +73,7 @@ ADDED_COLUMNS = (  # (table, column, declaration): added to a store made before 
     ("evaluations", "feedback", "TEXT NOT NULL DEFAULT ''"),
     ("evaluations", "stage", "INTEGER NOT NULL DEFAULT 1"),
     ("candidates", "policy", "TEXT NOT NULL DEFAULT ''"),  # empty for old rows: `evo show` counts them under the run's one policy
+    ("candidates", "answer", "INTEGER NOT NULL DEFAULT 0"),  # old rows: one program per reply
 )
 COLUMNS = tuple(Program.__dataclass_fields__)
 

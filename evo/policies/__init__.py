@@ -55,6 +55,33 @@ def resolve_checkpoint(name: str) -> Path:
     raise UserError(f"no model directory {name!r} and no shipped checkpoint of that name (shipped: {shipped})")
 
 
+def trained_answers(uri: str) -> int:
+    """Programs per completion a `local:` / `vllm:` checkpoint was trained to write (its
+    train_config.json: a set method's m), else 1."""
+    import json
+
+    scheme, _, rest = uri.partition(":")
+    if scheme not in ("local", "vllm"):
+        return 1
+    config = resolve_checkpoint(rest) / "train_config.json"
+    if not config.is_file():
+        return 1
+    try:
+        data = json.loads(config.read_text())
+        algo, m = data["algo"], int(data["answers"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise UserError(f"{config}: unreadable training config ({error}); restore it, or give --answers M") from None
+    from training.rollouts import answers_for  # which estimators train on sets (the estimator registry)
+
+    return answers_for(algo, m)
+
+
+def answers_for(uri: str, asked: int = 0) -> int:
+    """Programs per reply for the policy at `uri`: `asked` when > 0 ([search] answers, --answers),
+    else what its checkpoint was trained for."""
+    return asked if asked > 0 else trained_answers(uri)
+
+
 def load(uri: str, **options) -> Policy:
     """Build the policy a URI names; `options` go to its constructor (e.g. device="cpu")."""
     scheme, sep, rest = uri.partition(":")

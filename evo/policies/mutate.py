@@ -3,7 +3,8 @@
 The parent is the LAST fenced ```python block in the prompt. Only the lines between
 EVOLVE-BLOCK-START and EVOLVE-BLOCK-END change when those markers are present (otherwise the
 whole program). Every completion is one fenced block holding the whole edited program, and
-always parses as Python.
+always parses as Python; a set prompt asking for m programs (evo/prompt_sets.py) gets m
+independent edits, each under its `### Program k` heading.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from evo.errors import UserError
 from evo.policies.base import Completion
 from evo.policies.options import Range, check_config, check_sampling, parse_option
 from evo.program import MarkerError, split
+from evo.prompt_sets import answers_asked
 from evo.prompts import fence_for, fenced_code
 
 SWAPS: dict[type, tuple[type, ...]] = {
@@ -116,9 +118,15 @@ class MutatePolicy:
             if parent is None:
                 out.append([Completion("", (), None, "stop") for _ in range(n)])
                 continue
-            out.append([Completion(_fenced_reply(mutate_program(parent, rng, self.config)), (), None, "stop")
-                        for _ in range(n)])
+            m = answers_asked(prompt)
+            out.append([Completion(self._reply(parent, m, rng), (), None, "stop") for _ in range(n)])
         return out
+
+    def _reply(self, parent: str, m: int, rng: random.Random) -> str:
+        if m == 1:
+            return _fenced_reply(mutate_program(parent, rng, self.config))
+        return "\n\n".join(f"### Program {k + 1}\n{_fenced_reply(mutate_program(parent, rng, self.config))}"
+                           for k in range(m))
 
 
 def _fenced_reply(program: str) -> str:

@@ -41,6 +41,7 @@ class RunRecords:
     policies: tuple[str, ...] = ()  # the run's policy names (run.json)
     minimize: tuple[str, ...] = ()  # objectives stored negated: shown with their real values
     training: dict | None = None  # evo.training_log.figures: the run trained its policy (evo run --train)
+    replies: Mapping[str, int] | None = None  # policy completions by policy name (journal.reply_counts)
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
@@ -53,7 +54,7 @@ class RunRecords:
         with Database.open(directory, read_only=True) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
                        tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), db.config.minimize,
-                       figures(directory))
+                       figures(directory), db.journal.reply_counts())
 
 
 def evaluated(records: RunRecords) -> list[Program]:
@@ -169,7 +170,7 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "front": front(programs, objectives, x, y, records.minimize),
         "grid": grid(programs, records.features),
         "lineage": lineage(records.programs, best),
-        "policies": policy_table(records.statuses, records.programs, records.policies),
+        "policies": policy_table(records.statuses, records.programs, records.policies, records.replies),
         "failures": failures(programs, records.statuses),
         "why": failure_messages.common(programs),
         "training": records.training,

@@ -98,12 +98,12 @@ def _lineage(page: dict) -> str:
 
 
 def _policies(page: dict) -> str:
-    rows = [[name, s["proposals"], s["evaluated"], s["failures"], s["improvements"], s["unparseable"], s["duplicates"],
+    rows = [[name, s["replies"], s["proposals"], s["evaluated"], s["failures"], s["improvements"], s["unparseable"], s["duplicates"],
              f"{s['improvements'] / s['proposals']:.3f}" if s["proposals"] else "-"]
             for name, s in page["policies"].items()]
     if not rows:
         return '<p class="muted">No proposals yet.</p>'
-    return _table(["policy", "proposals", "evaluated", "failures", "improvements", "unparseable", "duplicates",
+    return _table(["policy", "replies", "programs proposed", "evaluated", "failures", "improvements", "unparseable", "duplicates",
                    "improvement rate"], rows)
 
 

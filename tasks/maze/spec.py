@@ -57,7 +57,23 @@ def score_task_file(maze: dict, task_name: str, path: str | Path) -> dict[str, f
     return {**{name: float(v) for name, v in zip(task.objectives, vector)}, "valid": 1.0}
 
 
+SET_HEAD_FILE = "route.set.txt"
+
+
+def set_head(task, instance) -> str | None:
+    """The task's own m-answer prompt with `{answers}` for m (compact prompts: the last line's
+    `routes M`), so a set search asks exactly what a set-trained checkpoint saw; None for chat."""
+    if task.style != "compact":
+        return None
+    head, _, last = task.prompt(instance, m=2).rstrip("\n").rpartition("\n")
+    if not last.startswith("routes 2 "):
+        return None
+    return f"{head}\n{last.replace('routes 2 ', 'routes {answers} ', 1)}\n"
+
+
 def write_spec(task, instance, directory: Path, initial: str) -> Path:
+    from tasks.maze.formats import SEPARATOR
+
     maze: Maze = instance.data
     program = task.prompt(instance, m=1) + START_LINE + initial.strip() + "\n" + END_LINE
     literal = json.dumps({"rows": list(maze.rows), "budget": maze.budget})
@@ -65,8 +81,13 @@ def write_spec(task, instance, directory: Path, initial: str) -> Path:
     tables = problem_tables(f"{task.name}-{instance.split}-{instance.index}", "route.txt", task.objectives,
                             weights=[1.0] * len(task.objectives), isolation="none", timeout=5.0, style="continue",
                             features={name: (f"objective:{name}", [0.0, 1.0], 3) for name in treasures[:2]})
+    files = {"route.txt": program}
+    head = set_head(task, instance)
+    if head is not None:  # a set search (answers > 1) asks with the task's own m-answer prompt
+        tables["prompt"].update(set_head=SET_HEAD_FILE, separator=SEPARATOR)
+        files[SET_HEAD_FILE] = head
     if task.name == "maze":  # the specs written before other maze families existed
         scorer = scorer_file("one maze", "tasks.maze.spec:score_file", {"MAZE": literal, "STYLE": repr(task.style)})
     else:
         scorer = scorer_file("one maze", "tasks.maze.spec:score_task_file", {"MAZE": literal, "TASK": repr(task.name)})
-    return write_problem(directory, tables, {"route.txt": program, "score.py": scorer})
+    return write_problem(directory, tables, {**files, "score.py": scorer})
