@@ -1,5 +1,7 @@
 """`evo compare --task T --policy NAME=URI ... [--k 1,5,10,30] [--out DIR] [--json]`, and
-`evo compare --spec SPEC --policy NAME=URI ... --seeds S --calls C` (evo/commands/compare_spec.py)."""
+`evo compare --spec SPEC --policy NAME=URI ... --seeds S --programs P` (evo/commands/compare_spec.py).
+Each policy is asked the way it was trained (m programs per reply from its training config,
+or --answers NAME=M), and every search is budgeted in programs proposed, equal for all."""
 
 from __future__ import annotations
 
@@ -24,20 +26,8 @@ def _contenders(policies: tuple[str, ...], answers: tuple[str, ...]):
     uris = params.parse_pairs(policies, "--policy")
     if len(uris) < 1:
         raise UserError("give at least one --policy NAME=URI")
-    forced = params.parse_pairs(answers, "--answers")
-    unknown = sorted(set(forced) - set(uris))
-    if unknown:
-        raise UserError(f"--answers names {unknown}, which are not among the policies {sorted(uris)}")
-    contenders = []
-    for name, uri in uris.items():
-        try:
-            m = int(forced[name]) if name in forced else trained_answers(uri)
-        except ValueError:
-            raise UserError(f"--answers {name}={forced[name]}: expected a positive integer") from None
-        if m < 1:
-            raise UserError(f"--answers {name}={m}: expected a positive integer")
-        contenders.append(Contender(name, uri, m))
-    return contenders
+    forced = params.answers_pairs(answers, uris)
+    return [Contender(name, uri, forced[name] if name in forced else trained_answers(uri)) for name, uri in uris.items()]
 
 
 def _ks(text: str, pool: int) -> tuple[int, ...]:
@@ -55,7 +45,8 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
               help="instead of --task: compare by search on your own problem spec (with --seeds, --calls, --set)")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(2), help="--spec: search runs per policy (paired by seed)")
-@click.option("--calls", default=30, show_default=True, type=click.IntRange(1), help="--spec: policy calls per search run")
+@click.option("--programs", default=120, show_default=True, type=click.IntRange(1),
+              help="--spec: programs proposed per search run, the same for every policy (a reply of m programs counts m)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in evo run")
 @click.option("--train", "train", multiple=True, metavar="NAME=ALGO",
               help="--spec: train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
@@ -63,7 +54,7 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--spec --train: as evo run --train-option")
 @click.option("--policy", "policies", multiple=True, metavar="NAME=URI", help="a policy to compare (repeatable; the first is the baseline)")
 @click.option("--answers", multiple=True, metavar="NAME=M",
-              help="answers per completion for a policy (default: from its train_config.json, else 1)")
+              help="programs per reply for a policy, in sampling and search (default: from its train_config.json, else 1)")
 @click.option("--k", "k_text", default="1,5,10,30", show_default=True, help="k values for pass@k and best@k")
 @click.option("--instances", default=100, show_default=True, type=click.IntRange(2), help="held-out instances to sample")
 @click.option("--pool", default=Sampling.pool, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
@@ -71,16 +62,19 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--tokens-per-answer", default=Sampling.tokens_per_answer, show_default=True, type=click.IntRange(1))
 @click.option("--search-instances", default=Search.instances, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
 @click.option("--search-seeds", default=Search.seeds, show_default=True, type=click.IntRange(1))
-@click.option("--search-calls", default=Search.calls, show_default=True, type=click.IntRange(1), help="policy calls per search run")
+@click.option("--search-programs", default=Search.programs, show_default=True, type=click.IntRange(1),
+              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
+@click.option("--search-pool", default=Search.pool, show_default=True, type=click.IntRange(0),
+              help="hard instances: no policy's pool of this many sampled answers reaches the optimum (0: only the initial program's rule)")
 @click.option("--search-instance-seed", default=Search.instance_seed, show_default=True, type=int,
               help="seed of the hard search instances (test split), apart from --seed's sampling instances")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_options, policies, answers, k_text, instances, pool, temperature,
-            tokens_per_answer, search_instances, search_seeds, search_calls, search_instance_seed, seed, out, as_json,
-            quiet) -> None:
+def command(task_name, spec_path, seeds, programs, sets, train, train_every, train_options, policies, answers, k_text, instances, pool,
+            temperature, tokens_per_answer, search_instances, search_seeds, search_programs, search_pool, search_instance_seed, seed,
+            out, as_json, quiet) -> None:
     """Compare policies on a task (matched-budget sampling metrics, then evolutionary search) or,
     with --spec, by evolutionary search on your own problem."""
     if (task_name is None) == (spec_path is None):
@@ -88,8 +82,8 @@ def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_
     if spec_path is not None:
         from evo.commands import compare_spec
 
-        return compare_spec.compare(spec_path, policies, sets, seeds, calls, seed, out, as_json, quiet,
-                                    train, train_every, train_options)
+        return compare_spec.compare(spec_path, policies, sets, seeds, programs, seed, out, as_json, quiet,
+                                    train, train_every, train_options, answers)
     if sets or train or train_every or train_options:
         raise UserError("--set and --train go with --spec")
     import tasks
@@ -109,7 +103,8 @@ def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
     sampling = Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
-    settings = Search(instances=search_instances, seeds=search_seeds, calls=search_calls, instance_seed=search_instance_seed)
+    settings = Search(instances=search_instances, seeds=search_seeds, programs=search_programs, instance_seed=search_instance_seed,
+                      pool=search_pool)
     held_out = pools.held_out(task, instances, seed, fronts=False)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -117,14 +112,14 @@ def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_
 
     total = len(contenders) * (instances + settings.instances * settings.seeds)
     with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:
-        vectors, columns, curves = {}, {}, {}
+        vectors, columns, runs = {}, {}, {}
         for c in contenders:
             bar.set_description(f"sampling {c.name}")
             vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out.instances, c.answers, sampling, bar.update)
             columns[c.name] = summary.per_instance(vectors[c.name], task.weights, held_out.optimum, ks)
-        for c in contenders if settings.instances else ():
-            bar.set_description(f"searching {c.name}")
-            curves[c.name] = search.curves(task, c.uri, loaded[c.name], settings, out / "search" / c.name, lambda: bar.update(1))
+        if settings.instances:
+            bar.set_description("searching")
+            runs = search.run_all(task, contenders, loaded, settings, out / "search", lambda: bar.update(1))
 
     baseline = contenders[0].name
     rows = summary.table(columns, baseline, seed=seed)
@@ -134,14 +129,14 @@ def command(task_name, spec_path, seeds, calls, sets, train, train_every, train_
         "settings": {"instances": instances, "pool": pool, "k": list(ks), "temperature": temperature, "seed": seed,
                      "search": settings.__dict__},
         "sampling": rows,
-        "search": search.summary(curves) if curves else {},
+        "search": search.summary(runs, baseline, seed) if runs else {},
         "command": shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None,
     }
     text = _markdown(result, rows, baseline, instances)
     (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "compare.md").write_text(text)
-    np.savez_compressed(out / "pools.npz", **vectors, **{f"curve_{k}": v for k, v in curves.items()})
-    written = _plots(result, vectors, curves, task, ks, out)
+    np.savez_compressed(out / "pools.npz", **vectors, **{f"curve_{k}": np.array([r["best"] for r in v]) for k, v in runs.items()})
+    written = _plots(result, vectors, runs, task, ks, out)
     if as_json:
         click.echo(json.dumps(result))
     else:
@@ -153,18 +148,20 @@ def _markdown(result: dict, rows: dict, baseline: str, instances: int) -> str:
 
     lines = [f"# evo compare: {result['task']}", "", "## Matched-budget sampling", "", summary.markdown(rows, baseline, instances)]
     if result["search"]:
-        lines += ["## Evolutionary search", "", "| policy | runs | success rate | final best (fraction of optimum) | median calls to solve |",
-                  "|---|---|---|---|---|"]
-        for name, s in result["search"].items():
-            calls = "-" if s["median_calls_to_solve"] is None else f"{s['median_calls_to_solve']:.0f}"
-            lines.append(f"| {name} | {s['runs']} | {s['success_rate']:.2f} | {s['final_best']:.3f} | {calls} |")
-        lines.append("")
+        search = result["settings"]["search"]
+        answers = ", ".join(f"{name} {p['answers']}" for name, p in result["policies"].items())
+        lines += ["## Evolutionary search", "",
+                  f"{search['programs']} programs proposed per run (programs per reply: {answers}); success: the optimum "
+                  "reached; final best and area under best-so-far as fractions of the optimum; hypervolume as a fraction of "
+                  "the oracle front's. Paired by (instance, seed).", "",
+                  summary.markdown(result["search"], baseline, search["instances"] * search["seeds"]).replace(
+                      "held-out instances", "paired runs")]
     if result["command"]:
         lines += ["Reproduce:", "", "```bash", result["command"], "```", ""]
     return "\n".join(lines)
 
 
-def _plots(result, vectors, curves, task, ks, out: Path) -> list[Path]:
+def _plots(result, vectors, runs, task, ks, out: Path) -> list[Path]:
     from evo.compare import plots
 
     if not plots.available():
@@ -172,6 +169,11 @@ def _plots(result, vectors, curves, task, ks, out: Path) -> list[Path]:
         return []
     written = [plots.best_at_k(result["sampling"], ks, out / "best_at_k.png"),
                plots.reward_scatter(vectors, task.objectives, out / "reward_space.png")]
-    if curves:
-        written.append(plots.evolution(curves, out / "evolution.png"))
+    if runs:
+        from evo.compare import search
+
+        written.append(plots.evolution({k: np.array([r["best"] for r in v]) for k, v in runs.items()}, out / "evolution.png"))
+        grid, by_tokens = search.token_curves(runs)
+        written.append(plots.evolution(by_tokens, out / "evolution_tokens.png", xlabel="generated tokens",
+                                       x=grid))
     return written

@@ -49,9 +49,9 @@ def trained(settings):
     return wrap
 
 
-def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], seeds: int, calls: int, seed: int,
+def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], seeds: int, programs: int, seed: int,
             out: Path, as_json: bool, quiet: bool, train: tuple[str, ...] = (), train_every: int | None = None,
-            train_options: tuple[str, ...] = ()) -> None:
+            train_options: tuple[str, ...] = (), answers: tuple[str, ...] = ()) -> None:
     from tqdm import tqdm
 
     from evo import policies as registry
@@ -65,6 +65,7 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     if not uris:
         raise UserError("give at least one --policy NAME=URI")
     online = trainers(train, uris, train_every, train_options)
+    forced = {name: m for name, m in params.answers_pairs(answers, uris).items()}
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
@@ -77,24 +78,26 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
             for run_seed in range(seed, seed + seeds):
                 directory = out / "search" / name / f"s{run_seed}"
                 wrap = trained(online[name]) if name in online else None
-                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, calls, directory, wrap))
+                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, programs, directory,
+                                                      wrap, forced.get(name, 0)))
                 bar.update(1)
 
     weights = np.asarray(spec.problem.weights, dtype=np.float64)
     target = spec.search.target
-    best, volume, reference = spec_search.curves(runs, weights, calls)
+    best, volume, reference = spec_search.curves(runs, weights, programs)
     columns = {name: spec_search.columns(best[name], volume.get(name), target) for name in uris}
     baseline = next(iter(uris))
     rows = summary.table(columns, baseline, seed=seed)
     result = {
         "spec": str(spec.path),
         "overrides": overrides,
-        "policies": {name: {"uri": uri, **({"train": dataclasses.asdict(online[name])} if name in online else {})}
+        "policies": {name: {"uri": uri, "answers": registry.answers_for(uri, forced.get(name, 0) or spec.search.answers),
+                            **({"train": dataclasses.asdict(online[name])} if name in online else {})}
                      for name, uri in uris.items()},
-        "settings": {"seeds": seeds, "calls": calls, "first_seed": seed, "target": target,
+        "settings": {"seeds": seeds, "programs": programs, "first_seed": seed, "target": target,
                      "hypervolume_reference": None if reference is None else reference.tolist()},
         "search": rows,
-        "median_calls_to_solve": {name: spec_search.calls_to_solve(best[name], target) for name in uris},
+        "median_programs_to_solve": {name: spec_search.programs_to_solve(best[name], target) for name in uris},
         "command": shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None,
     }
     text = markdown(result, rows, baseline, seeds)
@@ -113,11 +116,13 @@ def markdown(result: dict, rows: dict, baseline: str, seeds: int) -> str:
     from evo.compare import summary
 
     settings = result["settings"]
-    lines = [f"# evo compare: {result['spec']}", "", f"## Evolutionary search ({settings['calls']} calls per run)", "",
+    lines = [f"# evo compare: {result['spec']}", "",
+             f"## Evolutionary search ({settings['programs']} programs proposed per run; programs per reply: "
+             + ", ".join(f"{name} {p['answers']}" for name, p in result["policies"].items()) + ")", "",
              summary.markdown(rows, baseline, seeds).replace("held-out instances", "run seeds (paired by seed)")]
     if settings["target"] is not None:
-        lines += [f"Success: the best scalar reached the spec's target {settings['target']:g}. Median calls to solve: "
-                  + ", ".join(f"{name} {'-' if c is None else f'{c:.0f}'}" for name, c in result["median_calls_to_solve"].items()), ""]
+        lines += [f"Success: the best scalar reached the spec's target {settings['target']:g}. Median programs to solve: "
+                  + ", ".join(f"{name} {'-' if c is None else f'{c:.0f}'}" for name, c in result["median_programs_to_solve"].items()), ""]
     if settings["hypervolume_reference"] is not None:
         lines += [f"Hypervolume of the front found so far above {settings['hypervolume_reference']}.", ""]
     if result["command"]:

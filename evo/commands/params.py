@@ -24,6 +24,23 @@ def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     return pairs
 
 
+def answers_pairs(values: tuple[str, ...], policies) -> dict[str, int]:
+    """`--answers NAME=M` (programs per reply for the named policy) into name -> M >= 1."""
+    forced = parse_pairs(values, "--answers")
+    unknown = sorted(set(forced) - set(policies))
+    if unknown:
+        raise UserError(f"--answers names {unknown}, which are not among the policies {sorted(policies)}")
+    answers = {}
+    for name, text in forced.items():
+        try:
+            answers[name] = int(text)
+        except ValueError:
+            raise UserError(f"--answers {name}={text}: expected a positive integer") from None
+        if answers[name] < 1:
+            raise UserError(f"--answers {name}={text}: expected a positive integer")
+    return answers
+
+
 def policy_uris(values: tuple[str, ...]) -> dict[str, str]:
     """`--policy NAME=URI` (repeatable) or a bare `--policy URI`, named by itself: a URI has its
     scheme (`mutate:`, `openai:...`) before any '=', a name has no ':'."""

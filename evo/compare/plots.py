@@ -91,15 +91,16 @@ def reward_scatter(vectors: dict[str, np.ndarray], objectives: Sequence[str], pa
     return _save(plt, figure, axis, path)
 
 
-def evolution(curves: dict[str, np.ndarray], path: Path, ylabel: str = "best scalar so far (fraction of optimum)") -> Path:
-    """Mean of per-run curves (best-so-far over instances and seeds, or any (runs, calls)
-    curve) against policy calls, with the interquartile range."""
+def evolution(curves: dict[str, np.ndarray], path: Path, ylabel: str = "best scalar so far (fraction of optimum)",
+              xlabel: str = "programs proposed", x: np.ndarray | None = None) -> Path:
+    """Mean of per-run curves (best-so-far over instances and seeds, or any (runs, budget)
+    curve) against the budget (programs proposed), with the interquartile range."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(5, 3.6))
-    for name, curve in curves.items():  # (runs, calls)
-        calls = np.arange(1, curve.shape[1] + 1)
+    for name, curve in curves.items():  # (runs, budget)
+        calls = np.arange(1, curve.shape[1] + 1) if x is None else x
         axis.plot(calls, curve.mean(axis=0), label=name)
         axis.fill_between(calls, np.percentile(curve, 25, axis=0), np.percentile(curve, 75, axis=0), alpha=0.2)
-    axis.set_xlabel("policy calls")
+    axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)
     return _save(plt, figure, axis, path)

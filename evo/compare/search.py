@@ -1,38 +1,62 @@
-"""The search half of a comparison: evolutionary search with each policy on a suite of
-hard instances over several seeds; success rate and best-so-far against policy calls."""
+"""The search half of a comparison on a task family: evolutionary search with each policy on
+a suite of hard held-out instances over several run seeds.
+
+Every policy proposes the same number of PROGRAMS per run, asked the way it was trained (m
+programs per reply from its training config, or `--answers NAME=M`): a reply of m programs
+counts m, so m = 1 and m = 3 backends meet on equal terms. Per run: the best scalar so far
+(as a fraction of the instance's optimum) after each program proposed and against generated
+tokens, the hypervolume of the programs found as a fraction of the oracle front's at evenly
+spaced budget points, and whether the optimum was reached. Runs spend their whole budget
+(no early stop at the optimum), so the hypervolume of every run covers the same budget.
+
+Hard instances follow a rule fixed before any run: the instance's initial program is off the
+optimum, AND no compared policy's sampling pool of `pool` answers reaches it (0: the first
+rule alone). The first `instances` test-split instances of `instance_seed` that pass are kept.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from evo import metrics
+from evo.compare.spec_search import best_curve, hypervolume_curve, iterations_for, run_vectors
 from evo.policies.base import Policy
 from tasks.base import Instance, Task
+
+SOLVED = 1.0 - 1e-9  # best / optimum at or above this: the optimum is reached
+REFERENCE = -0.1  # the hypervolume's reference point in every objective (objectives in [0, 1])
 
 
 @dataclass(frozen=True)
 class Search:
     instances: int = 8  # hard held-out instances (0: skip the search)
     seeds: int = 2  # search runs per instance (run seeds 0 .. seeds - 1)
-    calls: int = 30  # policy calls (iterations) per run
+    programs: int = 240  # programs proposed per run, the same for every policy
     instance_seed: int = 777  # seed of the test-split instances the hard ones are picked from
+    pool: int = 30  # the hard rule's sampling pool per policy (0: the initial-program rule alone)
+    points: int = 8  # budget points at which the archive's hypervolume is measured
+    scan: int = 20  # instances scanned per hard instance asked for, at most
 
 
-def best_so_far(directory: Path, calls: int, scale: float) -> np.ndarray:
-    """Best scalar (as a fraction of `scale`) after each of `calls` iterations."""
-    from evo.database import Database
+class Metered:
+    """A policy that counts the tokens it generates per prompt, in call order (the loop asks
+    one group at a time, in iteration order)."""
 
-    curve = np.zeros(calls)
-    with Database.open(directory) as db:
-        for program in db.evaluated():
-            index = min(max(program.iteration, 1), calls) - 1  # the initial program counts at call 1
-            curve[index] = max(curve[index], program.scalar / scale)
-    return np.maximum.accumulate(curve)
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.tokens = policy, []
+
+    def generate(self, prompts: Sequence[str], **options):
+        replies = self.policy.generate(prompts, **options)
+        self.tokens += [sum(len(c.token_ids) for c in row) for row in replies]
+        return replies
 
 
-def is_hard(task: Task, instance: Instance, directory: Path) -> bool:
+def initial_off_optimum(task: Task, instance: Instance, directory: Path) -> bool:
     """Whether the instance's initial program falls short of its optimum (else search is moot)."""
     from evo import spec as specs
     from evo.sandbox.pool import Sandbox
@@ -46,51 +70,118 @@ def is_hard(task: Task, instance: Instance, directory: Path) -> bool:
     return float(scalarize(evaluation.scores, problem.problem.weights)) < task.oracle_best(instance) - 1e-9
 
 
-def hard_instances(task: Task, count: int, seed: int, directory: Path, scan: int = 20) -> list[Instance]:
-    """The first `count` held-out instances (test split, `seed`) whose initial program is not optimal."""
+def pools_reach(task: Task, instances: list[Instance], contenders, loaded: Mapping[str, Policy], pool: int,
+                seed: int) -> np.ndarray:
+    """(instances,) whether any contender's pool of `pool` sampled answers reaches the optimum."""
+    from evo.compare.pools import Sampling, sample_pool
+    from evo.scores import scalarize
+
+    optimum = np.array([task.oracle_best(i) for i in instances])
+    reached = np.zeros(len(instances), dtype=bool)
+    for contender in contenders:
+        sampling = Sampling(pool=pool - pool % contender.answers or contender.answers, temperature=1.0, seed=seed)
+        vectors = sample_pool(loaded[contender.name], task, instances, contender.answers, sampling)
+        reached |= scalarize(vectors, task.weights).max(axis=1) >= optimum - 1e-9
+    return reached
+
+
+def hard_instances(task: Task, search: Search, directory: Path, contenders=(), loaded: Mapping[str, Policy] = {}
+                   ) -> tuple[list[Instance], dict]:
+    """The first `search.instances` test instances of `search.instance_seed` that pass the hard
+    rule, and what the scan saw (for the record)."""
+    candidates = task.instances("test", search.instances * search.scan, seed=search.instance_seed)
     chosen: list[Instance] = []
-    for instance in task.instances("test", count * scan, seed=seed):
-        if len(chosen) == count:
+    record = {"scanned": [], "initial_optimal": [], "pool_reached": []}
+    step = max(2 * search.instances, 8)
+    for start in range(0, len(candidates), step):
+        chunk = candidates[start:start + step]
+        record["scanned"] += [i.index for i in chunk]
+        off = [i for i in chunk if initial_off_optimum(task, i, directory / f"check-{i.index}")]
+        record["initial_optimal"] += sorted({i.index for i in chunk} - {i.index for i in off})
+        if search.pool and off:
+            reached = pools_reach(task, off, contenders, loaded, search.pool, search.instance_seed + start)
+            record["pool_reached"] += [i.index for i, r in zip(off, reached) if r]
+            off = [i for i, r in zip(off, reached) if not r]
+        chosen += off
+        if len(chosen) >= search.instances:
             break
-        if is_hard(task, instance, directory / f"check-{instance.index}"):
-            chosen.append(instance)
-    return chosen
+    return chosen[: search.instances], record
 
 
-def run_one(task: Task, instance: Instance, uri: str, policy: Policy, seed: int, calls: int, directory: Path) -> np.ndarray:
-    """One evolutionary run on one instance; its best-so-far curve as a fraction of the optimum."""
+def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int, search: Search,
+            directory: Path) -> dict:
+    """One evolutionary run proposing `search.programs` programs; its record (curves as lists)."""
     from evo import run_dir
+    from evo import spec as specs
 
     optimum = task.oracle_best(instance)
     spec_path = task.problem_spec(instance, directory / "problem")
-    overrides = {"search.iterations": calls, "search.target": optimum}
-    config = run_dir.new_config(spec_path, uri, seed, directory / "run", overrides, {}, "process")
-    run_dir.execute(config, policy, progress=False)
-    return best_so_far(directory / "run", calls, optimum)
+    samples = specs.load(spec_path).search.samples_per_prompt
+    iterations = iterations_for(search.programs, samples, contender.answers)
+    overrides = {"search.iterations": iterations, "search.answers": contender.answers,
+                 "search.target": float(optimum) + 1.0}  # out of reach: every run spends its whole budget
+    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides, {}, "process")
+    metered = Metered(policy)
+    run_dir.execute(config, metered, progress=False)
+    found = run_vectors(directory / "run")
+    best = np.maximum(best_curve(found, task.weights, search.programs), 0.0) / optimum
+    reference = np.full(len(task.objectives), REFERENCE)
+    oracle = metrics.hypervolume(task.oracle_front(instance), reference)
+    marks = [round(search.programs * (i + 1) / search.points) for i in range(search.points)]
+    volume = hypervolume_curve(found, reference, search.programs, search.points)
+    return {"instance": instance.index, "seed": seed, "policy": contender.name, "answers": contender.answers,
+            "iterations": iterations, "programs_per_iteration": samples * contender.answers,
+            "best": best.round(6).tolist(), "tokens": np.cumsum(metered.tokens).tolist(),
+            "hypervolume_at": marks, "hypervolume": [round(float(volume[m - 1] / oracle), 6) for m in marks]}
 
 
-def curves(task: Task, uri: str, policy: Policy, search: Search, out: Path, progress=lambda: None) -> np.ndarray:
-    """(instances * seeds, calls) best-so-far curves on hard held-out instances."""
-    instances = hard_instances(task, search.instances, search.instance_seed, out / "instances")
-    rows = []
-    for instance in instances:
-        for seed in range(search.seeds):
-            rows.append(run_one(task, instance, uri, policy, seed, search.calls, out / f"i{instance.index}-s{seed}"))
-            progress()
-    return np.array(rows).reshape(len(rows), search.calls)
+def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search, out: Path,
+            progress: Callable[[], None] = lambda: None) -> dict[str, list[dict]]:
+    """Every contender's runs on the same hard instances and seeds (paired by position); each
+    run's record is written to out/NAME/iINDEX-sSEED/record.json as it finishes."""
+    instances, record = hard_instances(task, search, out / "instances", contenders, loaded)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "instances.json").write_text(json.dumps({"chosen": [i.index for i in instances], **record}) + "\n")
+    runs: dict[str, list[dict]] = {}
+    for contender in contenders:
+        runs[contender.name] = []
+        for instance in instances:
+            for seed in range(search.seeds):
+                directory = out / contender.name / f"i{instance.index}-s{seed}"
+                result = run_one(task, instance, contender, loaded[contender.name], seed, search, directory)
+                (directory / "record.json").write_text(json.dumps(result) + "\n")
+                runs[contender.name].append(result)
+                progress()
+    return runs
 
 
-def summary(curves_by_policy: dict[str, np.ndarray]) -> dict[str, dict]:
-    """Success rate (reached the optimum) and final / area-under-curve best-so-far per policy."""
-    result = {}
-    for name, curve in curves_by_policy.items():
-        solved = curve >= 1.0 - 1e-9
-        first = np.where(solved.any(axis=1), solved.argmax(axis=1) + 1, np.nan)
-        result[name] = {
-            "runs": int(len(curve)),
-            "success_rate": float(solved[:, -1].mean()),
-            "final_best": float(curve[:, -1].mean()),
-            "mean_best_so_far": float(curve.mean()),
-            "median_calls_to_solve": None if np.isnan(first).all() else float(np.nanmedian(first)),
-        }
-    return result
+def columns(runs: Sequence[dict]) -> dict[str, np.ndarray]:
+    """Metric name -> one value per run (the paired unit): success, final best / oracle, the area
+    under best-so-far (its mean over the budget), the final hypervolume / the oracle front's."""
+    best = np.array([r["best"] for r in runs])
+    return {"success": (best[:, -1] >= SOLVED).astype(np.float64), "final_best": best[:, -1],
+            "area_best": best.mean(axis=1), "final_hypervolume": np.array([r["hypervolume"][-1] for r in runs])}
+
+
+def summary(runs: Mapping[str, Sequence[dict]], baseline: str, seed: int = 0) -> dict[str, dict]:
+    """Policy -> metric -> mean, CI and (not for the baseline) the paired difference to it."""
+    from evo.compare import summary as tables
+
+    return tables.table({name: columns(rs) for name, rs in runs.items()}, baseline, seed=seed)
+
+
+def token_curves(runs: Mapping[str, Sequence[dict]], points: int = 100) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Best-so-far against generated tokens on one grid for every policy: (grid, name -> (runs, points))."""
+    top = max((r["tokens"][-1] for rs in runs.values() for r in rs if r["tokens"]), default=1)
+    grid = np.linspace(0, top, points)
+    curves = {}
+    for name, rs in runs.items():
+        rows = []
+        for r in rs:
+            best = np.asarray(r["best"])
+            per = r["programs_per_iteration"]
+            after = [best[min(len(best), (k + 1) * per) - 1] for k in range(len(r["tokens"]))]
+            index = np.searchsorted(np.asarray(r["tokens"]), grid, side="right") - 1
+            rows.append(np.where(index >= 0, np.asarray(after)[np.clip(index, 0, None)], best[0]))
+        curves[name] = np.array(rows)
+    return grid, curves

@@ -1,7 +1,8 @@
 """Search-only comparison on a user's problem spec: every policy searches the spec with run
-seeds 0 .. S-1 for C policy calls each, through the same loop as `evo run`; per run, the
-best scalar so far and the hypervolume of the front found so far against calls, and whether
-the spec's target was reached."""
+seeds 0 .. S-1, proposing the same number of PROGRAMS each (a reply of m programs counts m;
+each policy asked the way it was trained), through the same loop as `evo run`; per run, the
+best scalar so far and the hypervolume of the front found so far against programs proposed,
+and whether the spec's target was reached."""
 
 from __future__ import annotations
 
@@ -20,55 +21,77 @@ MAX_HYPERVOLUME_OBJECTIVES = 4  # evo.metrics.hypervolume's exact sweep
 @dataclass(frozen=True)
 class SpecSearch:
     seeds: int = 3  # runs per policy (run seeds 0 .. seeds - 1, shared by every policy: paired)
-    calls: int = 30  # policy calls (iterations) per run
+    programs: int = 120  # programs proposed per run, the same for every policy (a reply of m programs counts m)
+
+
+def iterations_for(programs: int, samples: int, m: int) -> int:
+    """Iterations that propose at least `programs` programs at `samples` replies of `m` each."""
+    return -(-programs // (samples * m))
 
 
 @dataclass(frozen=True)
 class RunVectors:
-    """The evaluated programs of one run: the call each arrived at (1-based) and its scores."""
+    """The evaluated programs of one run: where each came among the run's proposals (1-based,
+    in (iteration, slot) order; the initial program(s) at 1) and its score vector."""
 
-    calls: np.ndarray  # (n,) int
+    at: np.ndarray  # (n,) int
     vectors: np.ndarray  # (n, d)
 
 
-def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, calls: int, directory: Path,
-            train: Callable | None = None) -> RunVectors:
-    """One `evo run` of the spec with `policy` for `calls` calls (the spec's target kept);
-    `train(config, policy)`: the policy that trains itself during the run (evo run --train)."""
-    from evo import run_dir
+def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
+            train: Callable | None = None, answers: int = 0) -> RunVectors:
+    """One `evo run` of the spec with `policy` proposing `programs` programs (the spec's target
+    kept), `answers` per reply (0: the policy's own); `train(config, policy)`: the policy that
+    trains itself during the run (evo run --train)."""
+    from evo import policies, run_dir, spec as specs
 
-    config = run_dir.new_config(spec_path, uri, seed, directory, {**overrides, "search.iterations": calls}, {}, "process")
+    spec = specs.load(spec_path).override(dict(overrides)) if overrides else specs.load(spec_path)
+    m = policies.answers_for(uri, answers or spec.search.answers)
+    settings = {**overrides, "search.answers": m,
+                "search.iterations": iterations_for(programs, spec.search.samples_per_prompt, m)}
+    config = run_dir.new_config(spec_path, uri, seed, directory, settings, {}, "process")
     run_dir.execute(config, policy if train is None else train(config, policy), progress=False)
-    return run_vectors(directory, calls)
+    return run_vectors(directory)
 
 
-def run_vectors(directory: Path, calls: int) -> RunVectors:
-    """A run's successful programs; the initial program(s) count at call 1."""
+def run_vectors(directory: Path) -> RunVectors:
+    """A run's successful programs from its journal, by their place among the proposals."""
     from evo.database import Database
+    from evo.policy_mix import is_initial
 
-    with Database.open(directory) as db:
-        programs = db.evaluated()
+    with Database.open(directory, read_only=True) as db:
         d = len(db.config.objectives)
-    found = np.array([min(max(p.iteration, 1), calls) for p in programs], dtype=np.int64)
-    vectors = np.stack([np.asarray(p.scores, dtype=np.float64) for p in programs]) if programs else np.zeros((0, d))
-    return RunVectors(found, vectors)
+        initial = [np.asarray(p.scores, dtype=np.float64) for p in db.evaluated() if is_initial(p)]
+        evaluations = db.journal.evaluations()
+        found = [(place, evaluations[(c.iteration, c.slot)].scores)
+                 for place, c in enumerate(db.journal.candidates(), 1)
+                 if (c.iteration, c.slot) in evaluations and evaluations[(c.iteration, c.slot)].ok]
+    at = np.array([1] * len(initial) + [place for place, _ in found], dtype=np.int64)
+    rows = initial + [np.asarray(v, dtype=np.float64) for _, v in found]
+    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)))
 
 
-def best_curve(run: RunVectors, weights: np.ndarray, calls: int) -> np.ndarray:
-    """(calls,) best scalar so far after each call (-inf before the first success)."""
-    curve = np.full(calls, -np.inf)
-    np.maximum.at(curve, run.calls - 1, scalarize(run.vectors, weights) if len(run.vectors) else np.zeros(0))
+def best_curve(run: RunVectors, weights: np.ndarray, programs: int) -> np.ndarray:
+    """(programs,) best scalar so far after each program proposed (-inf before the first success);
+    programs past the budget do not count."""
+    curve = np.full(programs, -np.inf)
+    within = run.at <= programs
+    if within.any():
+        np.maximum.at(curve, run.at[within] - 1, scalarize(run.vectors[within], weights))
     return np.maximum.accumulate(curve)
 
 
-def hypervolume_curve(run: RunVectors, reference: np.ndarray, calls: int) -> np.ndarray:
-    """(calls,) hypervolume above `reference` of everything found up to each call."""
-    curve = np.zeros(calls)
-    volume = 0.0
-    for call in range(1, calls + 1):
-        if (run.calls == call).any():
-            volume = metrics.hypervolume(run.vectors[run.calls <= call], reference)
-        curve[call - 1] = volume
+def hypervolume_curve(run: RunVectors, reference: np.ndarray, programs: int, points: int | None = None) -> np.ndarray:
+    """(programs,) hypervolume above `reference` of everything found up to each program (computed
+    at `points` evenly spaced budgets and held between them; None: at every new program)."""
+    curve = np.zeros(programs)
+    marks = set(range(1, programs + 1)) if points is None else {round(programs * (i + 1) / points) for i in range(points)}
+    volume, last = 0.0, 0
+    for place in range(1, programs + 1):
+        if place in marks and ((run.at > last) & (run.at <= place)).any():
+            volume = metrics.hypervolume(run.vectors[run.at <= place], reference)
+            last = place
+        curve[place - 1] = volume
     return curve
 
 
@@ -84,14 +107,15 @@ def reference_point(runs: list[RunVectors], d: int) -> np.ndarray:
     return low - 0.1 * np.maximum(stacked.max(axis=0) - low, 1.0)
 
 
-def curves(runs: Mapping[str, list[RunVectors]], weights: np.ndarray, calls: int) -> tuple[dict, dict, np.ndarray | None]:
-    """Per policy (seeds, calls) best-so-far and hypervolume curves (None for d > 4), and the reference."""
+def curves(runs: Mapping[str, list[RunVectors]], weights: np.ndarray, programs: int,
+           points: int | None = None) -> tuple[dict, dict, np.ndarray | None]:
+    """Per policy (seeds, programs) best-so-far and hypervolume curves (None for d > 4), and the reference."""
     d = len(weights)
-    best = {name: np.stack([best_curve(r, weights, calls) for r in rs]) for name, rs in runs.items()}
+    best = {name: np.stack([best_curve(r, weights, programs) for r in rs]) for name, rs in runs.items()}
     if d > MAX_HYPERVOLUME_OBJECTIVES:
         return best, {}, None
     reference = reference_point([r for rs in runs.values() for r in rs], d)
-    volume = {name: np.stack([hypervolume_curve(r, reference, calls) for r in rs]) for name, rs in runs.items()}
+    volume = {name: np.stack([hypervolume_curve(r, reference, programs, points) for r in rs]) for name, rs in runs.items()}
     return best, volume, reference
 
 
@@ -109,8 +133,8 @@ def columns(best: np.ndarray, volume: np.ndarray | None, target: float | None) -
     return result
 
 
-def calls_to_solve(best: np.ndarray, target: float | None) -> float | None:
-    """Median (over seeds) of the first call reaching the target; None when no run reached it."""
+def programs_to_solve(best: np.ndarray, target: float | None) -> float | None:
+    """Median (over runs) of the programs proposed until the target; None when no run reached it."""
     if target is None:
         return None
     solved = best >= target
