@@ -89,12 +89,32 @@ def test_goal_pools_ask_one_prompt_per_weighting_and_held_out_has_the_oracle():
     assert vectors[0].any(axis=1).all()  # maze 0's route answers every goal prompt of maze 0
 
 
-def test_best_so_far_is_monotone_and_scaled(tmp_path):
-    # Curves come from a real run database in the search tests below; here the summary alone.
-    curves = {"p": np.array([[0.2, 0.5, 1.0], [0.1, 0.1, 0.4]])}
-    result = search.summary(curves)["p"]
-    assert result["success_rate"] == 0.5 and result["median_calls_to_solve"] == 3.0
-    assert result["final_best"] == pytest.approx(0.7)
+def test_search_columns_and_the_paired_table_by_hand():
+    # Records come from real run databases in the search tests below; here the arithmetic alone.
+    runs = {"p": [{"best": [0.2, 0.5, 1.0], "hypervolume": [0.1, 0.3]}, {"best": [0.1, 0.1, 0.4], "hypervolume": [0.0, 0.2]}],
+            "q": [{"best": [0.2, 0.2, 0.5], "hypervolume": [0.1, 0.1]}, {"best": [0.1, 0.4, 0.4], "hypervolume": [0.1, 0.1]}]}
+    columns = search.columns(runs["p"])
+    assert columns["success"].tolist() == [1.0, 0.0] and columns["final_best"].tolist() == [1.0, 0.4]
+    np.testing.assert_allclose(columns["area_best"], [1.7 / 3, 0.6 / 3])
+    assert columns["final_hypervolume"].tolist() == [0.3, 0.2]
+    table = search.summary(runs, "q")
+    assert table["p"]["final_best"]["vs_baseline"]["difference"] == pytest.approx(0.25)  # (0.5 + -0.1) / 2, paired by run
+    assert "vs_baseline" not in table["q"]["success"]
+
+
+def test_token_curves_step_at_each_iterations_tokens():
+    runs = {"a": [{"best": [0.1, 0.2, 0.5, 0.6], "tokens": [10, 30], "programs_per_iteration": 2}],
+            "b": [{"best": [0.3, 0.3, 0.3, 0.9], "tokens": [20, 40], "programs_per_iteration": 2}]}
+    grid, curves = search.token_curves(runs, points=5)  # grid 0, 10, 20, 30, 40
+    np.testing.assert_allclose(grid, [0, 10, 20, 30, 40])
+    np.testing.assert_allclose(curves["a"][0], [0.1, 0.2, 0.2, 0.6, 0.6])  # after iteration 1 (10 tokens): 0.2
+    np.testing.assert_allclose(curves["b"][0], [0.3, 0.3, 0.3, 0.3, 0.9])
+
+
+def test_iterations_cover_the_program_budget():
+    from evo.compare.spec_search import iterations_for
+
+    assert iterations_for(240, 4, 1) == 60 and iterations_for(240, 4, 3) == 20 and iterations_for(100, 4, 3) == 9
 
 
 def evo(*args, cwd):
@@ -123,12 +143,34 @@ def test_search_instance_seed_picks_the_hard_instances(tmp_path):
     import tasks
 
     task = tasks.get("maze")
-    first = search.hard_instances(task, 2, 777, tmp_path / "a")
-    again = search.hard_instances(task, 2, 777, tmp_path / "b")
-    other = search.hard_instances(task, 2, 778, tmp_path / "c")
+    rule = search.Search(instances=2, instance_seed=777, pool=0)
+    first, seen = search.hard_instances(task, rule, tmp_path / "a")
+    again, _ = search.hard_instances(task, rule, tmp_path / "b")
+    other, _ = search.hard_instances(task, search.Search(instances=2, instance_seed=778, pool=0), tmp_path / "c")
     assert len(first) == len(other) == 2
     assert [i.data for i in first] == [i.data for i in again]
     assert all(i.data != j.data for i in first for j in other)
+    assert {i.index for i in first}.isdisjoint(seen["initial_optimal"])
+
+
+@pytest.mark.slow
+def test_hard_rule_drops_instances_a_pool_solves(tmp_path):
+    """A trained model's pool of 30 reaches the optimum on some easy mazes: those are dropped; a
+    policy whose answers are never valid drops none, so the first rule alone decides."""
+    import tasks
+    from evo import policies
+    from evo.compare.pools import Contender
+
+    task = tasks.get("maze")
+    rule = search.Search(instances=3, instance_seed=777, pool=30)
+    solver = Contender("vpo", "local:maze-vpo", 3)
+    chosen, seen = search.hard_instances(task, rule, tmp_path / "a", [solver], {"vpo": policies.load(solver.uri)})
+    assert seen["pool_reached"] and {i.index for i in chosen}.isdisjoint(seen["pool_reached"])
+    assert set(seen["pool_reached"]) <= set(seen["scanned"]) and len(chosen) == 3
+    blind = Scripted(["a0"])
+    kept, none = search.hard_instances(task, rule, tmp_path / "b", [Contender("b", "b", 1)], {"b": blind})
+    plain, _ = search.hard_instances(task, search.Search(instances=3, instance_seed=777, pool=0), tmp_path / "c")
+    assert none["pool_reached"] == [] and [i.index for i in kept] == [i.index for i in plain]
 
 
 @pytest.mark.slow
@@ -144,13 +186,19 @@ def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     out = tmp_path / "cmp"
     result = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--policy", f"set={uri}", "--answers", "set=3",
                  "--instances", "3", "--pool", "6", "--k", "1,6", "--search-instances", "1", "--search-seeds", "1",
-                 "--search-calls", "2", "--search-instance-seed", "5", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
+                 "--search-programs", "24", "--search-pool", "0", "--search-instance-seed", "5", "--out", str(out), "--json",
+                 "--quiet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(data["sampling"]) == {"one", "set"} and data["policies"]["set"]["answers"] == 3
     assert set(data["sampling"]["one"]) >= {"best@1", "best@6", "pass@1", "diversity", "pareto_fraction"}
-    assert data["search"]["set"]["runs"] == 1
-    assert data["settings"]["search"] == {"instances": 1, "seeds": 1, "calls": 2, "instance_seed": 5}
+    assert set(data["search"]["set"]) == {"success", "final_best", "area_best", "final_hypervolume"}
+    assert data["settings"]["search"] == {"instances": 1, "seeds": 1, "programs": 24, "instance_seed": 5, "pool": 0,
+                                          "points": 8, "scan": 20}
+    records = {p.parent.parent.name: json.loads(p.read_text()) for p in (out / "search").glob("*/*/record.json")}
+    assert records["one"]["iterations"] == 6 and records["set"]["iterations"] == 2  # 4 replies of 1 or of 3 programs
+    assert len(records["one"]["best"]) == len(records["set"]["best"]) == 24  # the same budget in programs
+    assert len(records["set"]["tokens"]) == 2 and records["set"]["tokens"][-1] > 0
     assert (out / "compare.md").read_text().startswith("# evo compare: maze")
     again = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--out", str(out), cwd=tmp_path)
     assert again.returncode == 2 and "already holds a comparison" in again.stderr

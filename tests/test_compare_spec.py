@@ -17,7 +17,7 @@ SPEC = "examples/nguyen7/problem.toml"
 
 
 def test_best_so_far_hypervolume_and_success_by_hand():
-    run = RunVectors(np.array([1, 1, 3]), np.array([[0.2, 0.4], [0.5, 0.1], [0.6, 0.6]]))
+    run = RunVectors(np.array([1, 1, 3, 9]), np.array([[0.2, 0.4], [0.5, 0.1], [0.6, 0.6], [0.9, 0.9]]))  # 9: past the budget
     best = spec_search.best_curve(run, np.ones(2), 4)
     np.testing.assert_allclose(best, [0.3, 0.3, 0.6, 0.6])
     # call 1: boxes 0.2 x 0.4 and 0.5 x 0.1 overlap in 0.2 x 0.1 -> 0.11; call 3: 0.6 x 0.6 covers both
@@ -26,7 +26,8 @@ def test_best_so_far_hypervolume_and_success_by_hand():
     columns = spec_search.columns(best[None], volume[None], target=0.5)
     assert columns["success"].tolist() == [1.0] and columns["final_best"].tolist() == [0.6]
     np.testing.assert_allclose(columns["mean_best_so_far"], [0.45])
-    assert spec_search.calls_to_solve(best[None], 0.5) == 3 and spec_search.calls_to_solve(best[None], 0.9) is None
+    assert spec_search.programs_to_solve(best[None], 0.5) == 3 and spec_search.programs_to_solve(best[None], 0.9) is None
+    np.testing.assert_allclose(spec_search.hypervolume_curve(run, np.zeros(2), 4, points=2), [0, 0.11, 0.11, 0.36])
     assert "success" not in spec_search.columns(best[None], None, target=None)
 
 
@@ -46,13 +47,13 @@ def test_reference_is_shared_and_below_the_worst_score():
 def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
     out = tmp_path / "cmp"
     args = [sys.executable, "-m", "evo", "compare", "--spec", SPEC, "--policy", "a=mutate:", "--policy", "b=mutate:",
-            "--seeds", "2", "--calls", "3", "--set", "search.target=0.6", "--set", "sandbox.workers=1",
+            "--seeds", "2", "--programs", "12", "--set", "search.target=0.6", "--set", "sandbox.workers=1",
             "--out", str(out), "--json", "--quiet"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     rows = result["search"]
-    assert rows["a"]["success"]["mean"] == 1.0 and result["median_calls_to_solve"] == {"a": 1.0, "b": 1.0}  # the initial program scores 0.69
+    assert rows["a"]["success"]["mean"] == 1.0 and result["median_programs_to_solve"] == {"a": 1.0, "b": 1.0}  # the initial program scores 0.69
     assert rows["b"]["final_best"]["vs_baseline"]["difference"] == 0.0  # the same seeded policy: equal runs, paired
     assert rows["a"]["final_hypervolume"]["mean"] > 0 and result["settings"]["hypervolume_reference"] == [-0.1, -0.1, -0.1]
     assert (out / "compare.md").exists() and (out / "curves.npz").exists() and (out / "search" / "b" / "s1" / "run.json").exists()

@@ -266,7 +266,7 @@ def test_evo_compare_with_openai_policies_against_a_local_server(tmp_path):
         done = evo("compare", "--task", "humaneval", "--policy", f"ref=openai:{server.url}#ref",
                    "--policy", f"blank=openai:{server.url}#blank", "--instances", "3", "--pool", "2", "--k", "1,2",
                    "--tokens-per-answer", "600", "--search-instances", "1", "--search-seeds", "1",
-                   "--search-calls", "2", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
+                   "--search-programs", "8", "--search-pool", "0", "--out", str(out), "--json", "--quiet", cwd=tmp_path)
     finally:
         server.close()
     assert done.returncode == 0, done.stderr
@@ -274,5 +274,5 @@ def test_evo_compare_with_openai_policies_against_a_local_server(tmp_path):
     ref, blank = data["sampling"]["ref"], data["sampling"]["blank"]
     assert ref["best@1"]["mean"] == 1.0 and ref["pass@2"]["mean"] == 1.0 and ref["valid"]["mean"] == 1.0
     assert blank["best@2"]["mean"] == 0.0 and blank["pass@1"]["mean"] == 0.0  # HumanEval/0, /4, /8: no exceptions
-    assert data["search"]["ref"]["success_rate"] == 1.0 and data["search"]["blank"]["success_rate"] == 0.0
+    assert data["search"]["ref"]["success"]["mean"] == 1.0 and data["search"]["blank"]["success"]["mean"] == 0.0
     assert {"ref", "blank"} <= set(server.models)

@@ -88,7 +88,7 @@ def test_compare_spec_trains_a_named_policy_afresh_in_each_run(init_dir, tmp_pat
     out = tmp_path / "cmp"
     args = [sys.executable, "-m", "evo", "compare", "--spec", SPEC, "--policy", f"frozen=local:{init_dir}",
             "--policy", f"online=local:{init_dir}", "--train", "online=grpo", "--train-every", "1", "--seeds", "2",
-            "--calls", "2", "--set", "prompt.style=continue", "--set", "sandbox.workers=1", "--out", str(out), "--json", "--quiet"]
+            "--programs", "8", "--set", "prompt.style=continue", "--set", "sandbox.workers=1", "--out", str(out), "--json", "--quiet"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -196,9 +196,10 @@ def kill_mid_run(problem: Path, budget: list[str], out: Path, after: int, total:
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path):
+@pytest.mark.parametrize("answers", [[], ["--answers", "3"]], ids=["one-program", "sets-of-3"])
+def test_sigkill_then_resume_loses_nothing_and_continues(problem, tmp_path, answers):
     (tmp_path / "score.py").write_text("DELAY = 0.004\n" + SCORER)
-    budget = ["--iterations", "60", "--seed", "5", "--policy", "mutate:", "--quiet"]
+    budget = ["--iterations", "60", "--seed", "5", "--policy", "mutate:", "--quiet", *answers]
     reference = tmp_path / "reference"
     assert evo("run", str(problem), *budget, "--out", str(reference)).returncode == 0
 

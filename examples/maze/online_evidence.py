@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+SAMPLES = 4  # programs per call: the maze specs' samples_per_prompt
 REFERENCE = np.full(4, -0.1)  # maze rewards are in [0, 1]; below 0 so a zero objective keeps volume
 POLICIES = {  # name: (URI, online estimator or None)
     "warmup": ("local:maze-notes-warmup", None),
@@ -39,11 +40,13 @@ def run_all(args, out: Path, after_maze=lambda best, volume: None) -> tuple[dict
     from evo import policies as registry
     from evo.commands.compare_spec import trained
     from evo.compare import spec_search
-    from evo.compare.search import hard_instances
+    from evo.compare.search import Search, hard_instances
     from training.online import OnlineSettings
 
     task = tasks.get("maze-notes")
-    mazes = hard_instances(task, args.mazes, args.search_instance_seed, out / "instances")
+    mazes, _ = hard_instances(task, Search(instances=args.mazes, instance_seed=args.search_instance_seed, pool=0),
+                              out / "instances")
+    programs = args.calls * SAMPLES  # one program per reply: a call is an iteration of SAMPLES programs, as in issue 25
     best, volume = {name: [] for name in POLICIES}, {name: [] for name in POLICIES}
     for maze in mazes:
         optimum = task.oracle_best(maze)
@@ -53,10 +56,10 @@ def run_all(args, out: Path, after_maze=lambda best, volume: None) -> tuple[dict
             wrap = None if algo is None else trained(OnlineSettings(algo, args.train_every))
             for seed in range(args.seeds):
                 started = time.perf_counter()
-                run = spec_search.run_one(spec_path, overrides, uri, registry.load(uri), seed, args.calls,
-                                          out / "runs" / name / f"maze{maze.index}-s{seed}", wrap)
-                best[name].append(spec_search.best_curve(run, task.weights, args.calls) / optimum)
-                volume[name].append(spec_search.hypervolume_curve(run, REFERENCE, args.calls))
+                run = spec_search.run_one(spec_path, overrides, uri, registry.load(uri), seed, programs,
+                                          out / "runs" / name / f"maze{maze.index}-s{seed}", wrap, answers=1)
+                best[name].append(spec_search.best_curve(run, task.weights, programs)[SAMPLES - 1::SAMPLES] / optimum)
+                volume[name].append(spec_search.hypervolume_curve(run, REFERENCE, programs)[SAMPLES - 1::SAMPLES])
                 print(f"maze {maze.index} {name} seed {seed}: best {best[name][-1][-1]:.3f} of the optimum, "
                       f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         after_maze({k: np.stack(v) for k, v in best.items()}, {k: np.stack(v) for k, v in volume.items()})
@@ -76,7 +79,7 @@ def table(best: dict, volume: dict) -> dict:
                 rows[name][metric]["vs_online_grpo"] = {"difference": test.mean_difference, "ci95": [test.low, test.high],
                                                         "p": test.p_value}
     for name in best:
-        rows[name]["median_calls_to_solve"] = spec_search.calls_to_solve(best[name], 1.0 - 1e-9)
+        rows[name]["median_calls_to_solve"] = spec_search.programs_to_solve(best[name], 1.0 - 1e-9)  # curves are per call
         rows[name]["hypervolume_above_both_from_call_50"] = None
     calls = next(iter(volume.values())).shape[1]
     if calls > 50:
