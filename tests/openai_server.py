@@ -24,6 +24,8 @@ class FakeServer:
         self.script, self.delay, self.drip, self.hang = list(script), delay, drip, 2.0
         self.models: object = {"object": "list", "data": [{"id": "tiny"}, {"id": "other"}]}
         self.text = lambda i, prefix: f"{prefix}{i}"  # the text of choice i ("t" completions, "c" chat)
+        self.reply = None  # reply(body, i) -> text of choice i, in place of `text` (a server that reads the prompt)
+        self.usage = None  # usage(body, texts) -> the reply's "usage" object (None: no usage field)
         self.bodies: list[dict] = []
         self.posts = self.gets = 0
         self.in_flight = self.max_in_flight = 0
@@ -90,11 +92,13 @@ class FakeServer:
                     return
                 time.sleep(server.delay)
                 chat = "messages" in body
-                texts = [server.text(i, "c" if chat else "t") for i in range(body["n"])]
-                choices = [{"index": i, "finish_reason": "length" if i else "stop",
+                texts = [server.text(i, "c" if chat else "t") if server.reply is None else server.reply(body, i)
+                         for i in range(body["n"])]
+                choices = [{"index": i, "finish_reason": "length" if i and server.reply is None else "stop",
                             **({"message": {"role": "assistant", "content": texts[i]}} if chat else {"text": texts[i]})}
                            for i in reversed(range(body["n"]))]
-                self._send(200, {"choices": choices})
+                usage = {} if server.usage is None else {"usage": server.usage(body, texts)}
+                self._send(200, {"choices": choices, **usage})
 
             def _drip(self, action: str, data: bytes) -> None:
                 """One byte every `server.drip` seconds: of the status line and headers, or of the body."""

@@ -25,6 +25,7 @@ from evo.prompts import ParseFailure, Shown
 from evo.sandbox.pool import Sandbox
 from evo.spec import SandboxLimits
 from tests.evo_cli import refused
+from tests.openai_server import server  # noqa: F401 -- the fixture
 
 PROGRAM = "import math\n\n# EVOLVE-BLOCK-START\nA = 1.0\nB = 2.0\n# EVOLVE-BLOCK-END\n"
 SCORER = '''
@@ -256,3 +257,53 @@ def test_a_set_trained_checkpoint_searches_with_its_own_m_prompt(tmp_path):
     (stats,) = policies.values()
     assert stats["replies"] == 16 and stats["proposals"] == 48
     assert PENDING not in {c.status for c in rows}
+
+
+# -- an OpenAI-compatible server answers set prompts on a spec that is not a maze -------------
+
+
+def editing_server(server):
+    """A real HTTP server that answers like a chat model asked for a set: it reads how many
+    programs the prompt asks for and the current program, and writes that many edits of it
+    (mutate:'s edits), each under its heading; usage counts words as tokens."""
+    import random
+
+    from evo.policies.mutate import mutate_program
+    from evo.prompts import fence_for, fenced_code
+
+    fake = server()
+    rng = random.Random(0)
+
+    def reply(body, i):
+        prompt = body["messages"][0]["content"]
+        edits = [mutate_program(fenced_code(prompt), rng) for _ in range(prompt_sets.answers_asked(prompt))]
+        return "\n\n".join(f"### Program {k + 1}\n{fence_for(e)}python\n{e}{fence_for(e)}" for k, e in enumerate(edits))
+
+    fake.reply = reply
+    fake.usage = lambda body, texts: {"prompt_tokens": len(body["messages"][0]["content"].split()),
+                                      "completion_tokens": sum(len(t.split()) for t in texts)}
+    return fake
+
+
+@pytest.mark.slow
+def test_an_openai_server_answers_a_set_prompt_on_nguyen7(tmp_path, server):
+    """`evo run examples/nguyen7/problem.toml --policy 'openai:URL#MODEL;chat' --answers 3`
+    (docs/search.md): each reply's three programs are three candidates; the server saw the set
+    prompt; tokens per program are counted from the server's usage."""
+    from evo.commands.show import summary
+    from evo.policies.openai import OpenAIPolicy, parse_uri
+
+    fake = editing_server(server)
+    evo_run("examples/nguyen7/problem.toml", "--policy", f"openai:{fake.url}#tiny;chat", "--answers", "3",
+            "--iterations", "4", "--out", str(tmp_path / "run"), "--set", "sandbox.workers=1")
+    asked = [body["messages"][0]["content"] for body in fake.bodies]
+    assert len(asked) == 4 and all(prompt_sets.answers_asked(text) == 3 for text in asked)
+    assert all("r0, r1, r2" in text and "### Program k" in text for text in asked)
+    with Database.open(tmp_path / "run", read_only=True) as db:
+        rows = db.journal.candidates()
+    assert len(rows) == 4 * 4 * 3 and PARSE_ERROR not in {c.status for c in rows}
+    (stats,) = summary(tmp_path / "run")["policies"].values()
+    assert (stats["replies"], stats["proposals"]) == (16, 48) and stats["evaluated"] > 0
+    policy = OpenAIPolicy(parse_uri(f"{fake.url}#tiny;chat"))
+    policy.generate(["### Current program\n```python\nx = 1\n```\n\nReply with 3 different improved programs"], n=2)
+    assert policy.usage["requests"] == 1 and policy.usage["prompt_tokens"] == 14 and policy.usage["completion_tokens"] > 0

@@ -118,6 +118,7 @@ class OpenAIPolicy:
         self._rng = random.Random()
         self._lock = threading.Lock()
         self.attempts = 0  # requests sent, retries included (for tests and logs)
+        self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}  # as the server reported them
 
     def check(self) -> None:
         """Reach the server once (no retries) and pick or validate the model; one-line error if not."""
@@ -176,7 +177,13 @@ class OpenAIPolicy:
         for attempt in range(cfg.retries + 1):
             try:
                 reply = self._request("POST", path, body, timeout=cfg.timeout)
-                return replies.completions(reply, n, cfg.chat)
+                completions = replies.completions(reply, n, cfg.chat)
+                prompt_tokens, completion_tokens = replies.usage(reply)
+                with self._lock:
+                    self.usage["requests"] += 1
+                    self.usage["prompt_tokens"] += prompt_tokens
+                    self.usage["completion_tokens"] += completion_tokens
+                return completions
             except (RetryableError, replies.MalformedReply) as exc:
                 reason = f"malformed reply: {exc}" if isinstance(exc, replies.MalformedReply) else str(exc)
                 if attempt == cfg.retries:

@@ -55,6 +55,16 @@ def completions(reply: dict, n: int, chat: bool) -> list[Completion]:
     return [completion for _, completion in sorted(indexed, key=lambda pair: pair[0])]
 
 
+def usage(reply: dict) -> tuple[int, int]:
+    """(prompt tokens, completion tokens) a reply's `usage` reports; (0, 0) when it reports none
+    (the field is optional in the API: a missing or odd one is not a failed request)."""
+    counted = reply.get("usage")
+    if not isinstance(counted, dict):
+        return 0, 0
+    values = [counted.get(key) for key in ("prompt_tokens", "completion_tokens")]
+    return tuple(v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0 for v in values)
+
+
 def _completion(choice: dict, where: str, chat: bool) -> Completion:
     if chat:
         message = _expect(choice.get("message"), dict, f"{where}.message", "an object")
