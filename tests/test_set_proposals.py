@@ -25,16 +25,10 @@ from evo.prompts import ParseFailure, Shown
 from evo.sandbox.pool import Sandbox
 from evo.spec import SandboxLimits
 from tests.evo_cli import refused
+from tests.test_loop import SCORER  # objectives fa, fb of the program's A and B
 from tests.openai_server import server  # noqa: F401 -- the fixture
 
 PROGRAM = "import math\n\n# EVOLVE-BLOCK-START\nA = 1.0\nB = 2.0\n# EVOLVE-BLOCK-END\n"
-SCORER = '''
-def evaluate(path):
-    ns = {}
-    exec(open(path).read(), ns)
-    a, b = float(ns["A"]), float(ns["B"])
-    return {"fa": 1.0 / (1.0 + abs(a - 3.0)), "fb": 1.0 / (1.0 + abs(b + 1.0))}
-'''
 BASE = Shown(PROGRAM, 0.5, {"fa": 0.3, "fb": 0.5})
 RNG = np.random.default_rng(0)
 
