@@ -201,4 +201,14 @@ def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     assert len(records["set"]["tokens"]) == 2 and records["set"]["tokens"][-1] > 0
     assert (out / "compare.md").read_text().startswith("# evo compare: maze")
     again = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--out", str(out), cwd=tmp_path)
-    assert again.returncode == 2 and "already holds a comparison" in again.stderr
+    assert again.returncode == 2 and "already holds a comparison" in again.stderr and "--resume" in again.stderr
+    # a stopped comparison: one run finished, one cut off before its record; --resume runs only the second
+    (out / "compare.json").unlink()
+    kept = next((out / "search" / "one").glob("i*-s0"))
+    (out / "search" / "set" / kept.name / "record.json").unlink()
+    stamp = (kept / "record.json").stat().st_mtime_ns
+    args = [a for a in result.args[3:]]
+    resumed = evo(*args, "--resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout.strip().splitlines()[-1])["search"] == data["search"]
+    assert (kept / "record.json").stat().st_mtime_ns == stamp

@@ -71,10 +71,11 @@ def _ks(text: str, pool: int) -> tuple[int, ...]:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
+@click.option("--resume", is_flag=True, help="--task: continue a stopped comparison in --out (same arguments): finished search runs are kept")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def command(task_name, spec_path, seeds, programs, sets, train, train_every, train_options, policies, answers, k_text, instances, pool,
             temperature, tokens_per_answer, search_instances, search_seeds, search_programs, search_pool, search_instance_seed, seed,
-            out, as_json, quiet) -> None:
+            out, as_json, resume, quiet) -> None:
     """Compare policies on a task (matched-budget sampling metrics, then evolutionary search) or,
     with --spec, by evolutionary search on your own problem."""
     if (task_name is None) == (spec_path is None):
@@ -82,6 +83,8 @@ def command(task_name, spec_path, seeds, programs, sets, train, train_every, tra
     if spec_path is not None:
         from evo.commands import compare_spec
 
+        if resume:
+            raise UserError("--resume goes with --task; a --spec comparison starts afresh in a new --out")
         return compare_spec.compare(spec_path, policies, sets, seeds, programs, seed, out, as_json, quiet,
                                     train, train_every, train_options, answers)
     if sets or train or train_every or train_options:
@@ -99,8 +102,9 @@ def command(task_name, spec_path, seeds, programs, sets, train, train_every, tra
     for c in contenders:
         if pool % c.answers:
             raise UserError(f"--pool {pool} is not a multiple of {c.name}'s {c.answers} answers per completion")
-    if (out / "compare.json").exists() or (out / "search").exists():
-        raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
+    if ((out / "compare.json").exists() or (out / "search").exists()) and not resume:
+        raise UserError(f"{out} already holds a comparison; continue a stopped one with --resume (same arguments), "
+                        "or pick another --out or remove it")
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
     sampling = Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
     settings = Search(instances=search_instances, seeds=search_seeds, programs=search_programs, instance_seed=search_instance_seed,

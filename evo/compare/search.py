@@ -137,19 +137,28 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
 
 def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search, out: Path,
             progress: Callable[[], None] = lambda: None) -> dict[str, list[dict]]:
-    """Every contender's runs on the same hard instances and seeds (paired by position); each
-    run's record is written to out/NAME/iINDEX-sSEED/record.json as it finishes."""
+    """Every contender's runs on the same hard instances and seeds (paired by position), run
+    instance by instance and seed by seed (every contender's run of a pair before the next
+    pair, so a stopped comparison holds complete pairs); each run's record is written to
+    out/NAME/iINDEX-sSEED/record.json as it finishes, and a run that has one is not run again
+    (`evo compare --resume`: an unfinished run's directory is started afresh)."""
+    import shutil
+
     instances, record = hard_instances(task, search, out / "instances", contenders, loaded)
     out.mkdir(parents=True, exist_ok=True)
     (out / "instances.json").write_text(json.dumps({"chosen": [i.index for i in instances], **record}) + "\n")
-    runs: dict[str, list[dict]] = {}
-    for contender in contenders:
-        runs[contender.name] = []
-        for instance in instances:
-            for seed in range(search.seeds):
+    runs: dict[str, list[dict]] = {contender.name: [] for contender in contenders}
+    for instance in instances:
+        for seed in range(search.seeds):
+            for contender in contenders:
                 directory = out / contender.name / f"i{instance.index}-s{seed}"
-                result = run_one(task, instance, contender, loaded[contender.name], seed, search, directory)
-                (directory / "record.json").write_text(json.dumps(result) + "\n")
+                done = directory / "record.json"
+                if done.is_file():
+                    result = json.loads(done.read_text())
+                else:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    result = run_one(task, instance, contender, loaded[contender.name], seed, search, directory)
+                    done.write_text(json.dumps(result) + "\n")
                 runs[contender.name].append(result)
                 progress()
     return runs
