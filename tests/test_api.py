@@ -37,6 +37,14 @@ def test_evolve_a_function_with_a_python_scorer(tmp_path):
     assert shown["best"]["id"] == result.best.id and shown["best"]["scores"]["error_size"] >= 0
 
 
+def test_evolve_asks_for_sets_of_programs(tmp_path):
+    with evolve(target, score, "mutate:", iterations=2, seed=1, directory=tmp_path / "run", islands=1,
+                samples_per_prompt=2, answers=3) as result:
+        rows = result.database.journal.candidates()
+        assert [(c.slot, c.answer) for c in rows] == [(k % 6, k % 3) for k in range(12)]
+        assert result.database.journal.reply_counts() == {"mutate:": 4}
+
+
 def test_a_failing_initial_program_and_a_bad_setting_are_one_line_errors(tmp_path):
     with pytest.raises(WorkFailed, match="the initial program fails: exception"):
         evolve("def target(x):\n    raise ValueError('no')\n", score, objectives=["fit"], directory=tmp_path / "a")
