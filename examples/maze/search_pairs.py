@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--pair", action="append", default=[], metavar="A:B", help="report A - B (repeatable)")
     parser.add_argument("--effect", type=float, default=0.10, help="the difference the power calculation is for")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--markdown", type=Path, default=None, help="write the tables as markdown")
     args = parser.parse_args()
     pooled = records(args.search)
     summary = {}
@@ -86,6 +87,33 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"policies": summary, "pairs": pairs, "effect": args.effect,
                                          "searches": [str(s) for s in args.search]}, indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(summary, pairs))
+
+
+NAMES = {"success": "success", "final_best": "final best / oracle", "area_best": "area under best-so-far / oracle",
+         "final_hypervolume": "hypervolume / oracle front's"}
+
+
+def markdown(summary: dict, pairs: dict) -> str:
+    """The per-policy means and the paired differences as markdown tables."""
+    metrics_ = list(NAMES)
+    lines = ["| policy | runs | " + " | ".join(NAMES[m] for m in metrics_) + " |", "|---|---|" + "---|" * len(metrics_)]
+    for policy, row in summary.items():
+        lines.append(f"| {policy} | {row['runs']} | " + " | ".join(f"{row[m]:.3f}" for m in metrics_) + " |")
+    lines += ["", "| paired difference | runs | " + " | ".join(NAMES[m] for m in metrics_) + " |",
+              "|---|---|" + "---|" * len(metrics_)]
+    for pair, result in pairs.items():
+        cells = [f"{c['difference']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]" for c in
+                 (result["metrics"][m] for m in metrics_)]
+        lines.append(f"| {pair.replace(':', ' - ')} | {result['runs']} | " + " | ".join(cells) + " |")
+    lines += ["", "| hypervolume difference at programs | " + " | ".join(
+        str(h["programs"]) for h in next(iter(pairs.values()))["hypervolume_by_budget"]) + " |",
+        "|---|" + "---|" * len(next(iter(pairs.values()))["hypervolume_by_budget"])] if pairs else []
+    for pair, result in pairs.items():
+        lines.append(f"| {pair.replace(':', ' - ')} | " + " | ".join(
+            f"{h['difference']:+.3f} [{h['ci95'][0]:+.3f}, {h['ci95'][1]:+.3f}]" for h in result["hypervolume_by_budget"]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
