@@ -32,7 +32,8 @@ def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
         if problem.cascade and evaluation.stage:  # which stage failed: OpenEvolve's stages often return other keys
             stages = (problem.scorer, *(scorer for scorer, _ in problem.cascade))
             error.update(stage=evaluation.stage, scorer=stages[evaluation.stage - 1])
-        return {"error": error, "feedback": evaluation.feedback, "output": _output(evaluation)}
+        artifacts = {"feedback": evaluation.feedback} if evaluation.feedback else {}  # an EvaluationResult's traceback
+        return {"error": error, **artifacts, "output": _output(evaluation)}
     try:
         features = feature_values(spec.features, code, evaluation.scores, evaluation.extras, problem.objectives)
     except BadOutput as error:
