@@ -67,12 +67,23 @@ def program_text(program: str | Callable) -> str:
     return f"# {START}\n{source.rstrip()}\n# {END}\n"
 
 
+def initial_fails(kind: str, message: str) -> WorkFailed:
+    """The documented error of a call whose initial program fails."""
+    return WorkFailed(f"the initial program fails: {kind}: {message}")
+
+
 def discover_objectives(score: Callable, code: str) -> tuple[str, ...]:
-    """The numeric keys `score` returns for `code` (in its order), for a call without `objectives`."""
+    """The numeric keys `score` returns for `code` (in its order), for a call without `objectives`;
+    WorkFailed (as `evolve` documents) when the scorer raises or reports an error."""
+    from evo.sandbox.child import failure_of
+
     with tempfile.TemporaryDirectory(prefix="evo-api-") as directory:
         path = Path(directory) / "candidate.py"
         path.write_text(code, encoding="utf-8")
-        raw, _ = unwrap(score(str(path)), ())
+        try:
+            raw, _ = unwrap(score(str(path)), ())
+        except Exception as error:  # the scorer's or the candidate's: the initial program fails
+            raise initial_fails(*failure_of(error)) from None
     if isinstance(raw, Mapping):
         names = tuple(k for k, v in raw.items() if k not in (ERROR_KEY, FEEDBACK_KEY) and isinstance(v, (int, float))
                       and not isinstance(v, bool))
@@ -115,7 +126,7 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
             if not db.programs:
                 first = box.evaluate(code)
                 if not first.ok:
-                    raise WorkFailed(f"the initial program fails: {first.failure.kind}: {first.failure.message}")
+                    raise initial_fails(first.failure.kind, first.failure.message)
                 db.add_initial(code, first)
             answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
             loop = LoopConfig(iterations=iterations, seed=seed, samples=settings.samples_per_prompt, style=style,

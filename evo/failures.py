@@ -2,8 +2,10 @@
 functions over evo/database/records.py, shared by `evo show` and `evo report`.
 
 A failure message is grouped with the others of its kind that differ only in numbers
-(line numbers, sizes, times), so "IndexError ... (at candidate.py:12)" and "(... :14)"
-count as one; each group keeps its first program as the example. Everything shown is
+(line numbers, sizes, times), directories and temporary file names, so "IndexError ... (at
+candidate.py:12)" and "(... :14)" count as one, and so do an evaluator's timeouts of
+"/tmp/tmpk2x_9a0q/run.py" and "/tmp/tmp81bzq3wd/run.py"; each group keeps its first
+program as the example. Everything shown is
 bounded and escaped (evo.feedback.clean): a scorer or a candidate wrote it.
 """
 
@@ -22,11 +24,15 @@ MESSAGE_CHARS = 300
 OUTPUT_CHARS = 400
 OUTPUT_LINES = 4
 _NUMBER = re.compile(r"\d+(\.\d+)?")
+_DIRECTORY = re.compile(r"(?<![\w.])(?:[\\/][\w.~+@-]*)+[\\/]")  # an absolute path's folders (a sandbox's, a temp one)
+_TEMP_NAME = re.compile(r"\btmp[a-z0-9_]{8}\b")  # Python's tempfile names: tmp + 8 random characters
 
 
 def message_key(kind: str, message: str) -> tuple[str, str]:
-    """The group a failure belongs to: its kind and its message with numbers masked."""
-    return kind, _NUMBER.sub("N", " ".join(message.split()))
+    """The group a failure belongs to: its kind and its message with absolute paths' folders,
+    temporary file names and numbers masked (a path's file name stays: it tells failures apart)."""
+    masked = _TEMP_NAME.sub("TMP", _DIRECTORY.sub("DIR/", " ".join(message.split())))
+    return kind, _NUMBER.sub("N", masked)
 
 
 def common(programs: Iterable[Program], top: int = 10) -> list[dict]:

@@ -58,8 +58,11 @@ class Evaluation:
         return self.failure is None
 
     @classmethod
-    def failed(cls, kind: str, message: str, seconds: float = 0.0, output: str = "", stage: int = 0) -> "Evaluation":
-        return cls(scores=None, failure=Failure(kind, message), seconds=seconds, output=output, stage=stage)
+    def failed(cls, kind: str, message: str, seconds: float = 0.0, output: str = "", stage: int = 0,
+               feedback: str = "") -> "Evaluation":
+        """A failure; `feedback`: what the scorer added to it (its artifacts' text, e.g. a traceback)."""
+        return cls(scores=None, failure=Failure(kind, message), seconds=seconds, output=output, stage=stage,
+                   feedback=feedback)
 
 
 MAX_MAGNITUDE = 1e100  # a score or extra beyond this is not a measurement (and sums of them would overflow)
@@ -77,7 +80,12 @@ class BadOutput(ValueError):
 
 
 class ScorerFailed(Exception):
-    """The scorer reported a failure itself: a string under ERROR_KEY in its result."""
+    """The scorer reported a failure itself: a string under ERROR_KEY in its result, with the
+    text of its artifacts ('' when none: an OpenEvolve traceback is kept with the failure)."""
+
+    def __init__(self, message: str, artifacts: str = "") -> None:
+        super().__init__(message)
+        self.artifacts = artifacts
 
 
 ERROR_KEY = "error"  # a scorer's own failure message (OpenEvolve evaluators return it beside zeros)
@@ -89,8 +97,8 @@ def unwrap(raw: object, objectives: Sequence[str]) -> tuple[object, str]:
     feedback ('' when none). Accepts, without importing OpenEvolve, an object with a
     `metrics` mapping and an optional `artifacts` mapping (its `EvaluationResult`): the
     metrics are the result, the artifacts become feedback lines `name: value`. A non-empty
-    string under ERROR_KEY (not an objective) raises ScorerFailed with it; an empty one or
-    None is dropped."""
+    string under ERROR_KEY (not an objective) raises ScorerFailed with it and the artifacts'
+    text; an empty one or None is dropped."""
     artifacts = ""
     if not isinstance(raw, (Mapping, Sequence, np.ndarray)) and isinstance(getattr(raw, "metrics", None), Mapping):
         found = getattr(raw, "artifacts", None)
@@ -99,7 +107,7 @@ def unwrap(raw: object, objectives: Sequence[str]) -> tuple[object, str]:
     if isinstance(raw, Mapping) and ERROR_KEY in raw and ERROR_KEY not in objectives:
         error = raw[ERROR_KEY]
         if isinstance(error, str) and error.strip():
-            raise ScorerFailed(storable(" ".join(error.split())[:2000]))
+            raise ScorerFailed(storable(" ".join(error.split())[:2000]), artifacts)
         if error is None or isinstance(error, str):  # no error: not an extra either
             raw = {key: value for key, value in raw.items() if key != ERROR_KEY}
     return raw, artifacts

@@ -54,6 +54,23 @@ def test_a_failing_initial_program_and_a_bad_setting_are_one_line_errors(tmp_pat
         evolve(target, score, isolation="process", directory=tmp_path / "c")
 
 
+def test_a_scorer_that_raises_on_the_initial_program_is_the_documented_error(tmp_path):
+    """Without objectives=, evolve asks the scorer for its keys first: a scorer that raises
+    there (or reports an error) still gives WorkFailed with the evaluation's message."""
+    def raises(path):
+        raise RuntimeError(f"cannot score {path}")
+
+    def reports(path):
+        return {"fit": 0.0, "error": "the program printed nothing"}
+
+    with pytest.raises(WorkFailed, match=r"^the initial program fails: exception: RuntimeError: cannot score .*candidate\.py"):
+        evolve(target, raises, directory=tmp_path / "a")
+    with pytest.raises(WorkFailed, match=r"^the initial program fails: exception: the scorer reported: the program printed nothing$"):
+        evolve(target, reports, directory=tmp_path / "b")
+    with pytest.raises(WorkFailed, match=r"^the initial program fails: exception: ValueError: no \(at candidate\.py:2\)$"):
+        evolve("def target(x):\n    raise ValueError('no')\n", score, directory=tmp_path / "c")
+
+
 def test_program_text_wraps_a_function_in_markers():
     text = program_text(target)
     assert text.startswith("# EVOLVE-BLOCK-START\ndef target(x):") and text.endswith("# EVOLVE-BLOCK-END\n")

@@ -5,6 +5,7 @@ vectors with counts; coverage appears only when the run has features."""
 import json
 import shutil
 import subprocess
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,97 @@ def make_run(directory: Path, features: tuple = ()) -> None:
 
 def evo(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([EVO, *args], capture_output=True, text=True, timeout=120)
+
+
+# An OpenEvolve-style evaluator that runs the program in a temporary script with a time
+# limit and reports a failure as an EvaluationResult with the traceback among its artifacts.
+# Its program passes with delay() == 0; every child of `mutate:` moves the constant and hangs.
+TIMEOUTS = {
+    "initial.py": """
+        # EVOLVE-BLOCK-START
+        def delay():
+            return 0.0
+        # EVOLVE-BLOCK-END
+        """,
+    "evaluator.py": """
+        import os, subprocess, sys, tempfile, traceback
+        from dataclasses import dataclass, field
+
+        @dataclass
+        class EvaluationResult:  # the shape of OpenEvolve's, duck-typed
+            metrics: dict
+            artifacts: dict = field(default_factory=dict)
+
+        def evaluate(program_path):
+            with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+                script.write("import importlib.util, time\\n"
+                             f"spec = importlib.util.spec_from_file_location('program', {program_path!r})\\n"
+                             "program = importlib.util.module_from_spec(spec)\\n"
+                             "spec.loader.exec_module(program)\\n"
+                             "time.sleep(0 if program.delay() == 0 else 60)\\n")
+            try:
+                subprocess.run([sys.executable, script.name], timeout=1.0, check=True, capture_output=True)
+                return {"score": 1.0}
+            except Exception as error:
+                return EvaluationResult(metrics={"score": 0.0, "error": str(error)},
+                                        artifacts={"traceback": traceback.format_exc()})
+            finally:
+                os.unlink(script.name)
+        """,
+    "problem.toml": """
+        [problem]
+        program = "initial.py"
+        scorer = "evaluator.py:evaluate"
+        objectives = ["score"]
+
+        [search]
+        islands = 1
+        samples_per_prompt = 4
+        iterations = 3
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def timeouts_run(tmp_path_factory) -> Path:
+    """A real `evo run --policy mutate:` whose children all time out in the evaluator."""
+    directory = tmp_path_factory.mktemp("timeouts")
+    for name, text in TIMEOUTS.items():
+        (directory / name).write_text(textwrap.dedent(text).lstrip())
+    done = evo("run", str(directory / "problem.toml"), "--policy", "mutate:", "--out", str(directory / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    return directory / "run"
+
+
+def test_folders_and_temp_names_are_masked_but_file_names_are_not():
+    timeout = "Command '['/usr/bin/python3', '{}']' timed out after 1.0 seconds"
+    assert (failures.message_key("exception", timeout.format("/tmp/tmpk2x_9a0q.py"))
+            == failures.message_key("exception", timeout.format("/var/tmp/evo-3/eval-ab_12cd/tmp81bzq3wd.py")))
+    missing = "FileNotFoundError: No such file or directory: '/tmp/eval-{}/{}'"
+    assert (failures.message_key("exception", missing.format("x81bzq3w", "data.csv"))
+            == failures.message_key("exception", missing.format("ab_12cdq", "data.csv")))
+    assert (failures.message_key("exception", missing.format("x81bzq3w", "data.csv"))
+            != failures.message_key("exception", missing.format("x81bzq3w", "labels.csv")))
+
+
+@pytest.mark.slow
+def test_an_evaluators_timeouts_in_different_temp_files_are_one_group(timeouts_run):
+    data = json.loads(evo("show", str(timeouts_run), "--json").stdout)
+    assert data["failures"] >= 6  # 3 iterations x 4 children, but for a duplicate or two
+    (group,) = data["failure_messages"]
+    assert (group["kind"], group["count"]) == ("exception", data["failures"])
+    assert group["message"].startswith("the scorer reported: Command") and "timed out after 1.0 seconds" in group["message"]
+    assert f"{data['failures']} x exception: the scorer reported" in evo("show", str(timeouts_run)).stdout
+
+
+@pytest.mark.slow
+def test_a_failures_artifacts_are_kept_and_shown(timeouts_run):
+    with Database.open(timeouts_run, read_only=True) as db:
+        failed = [p for p in db.evaluated(ok_only=False) if not p.ok]
+    assert failed and all("traceback: Traceback (most recent call last):" in p.feedback for p in failed)
+    assert all(p.feedback.rstrip().endswith("timed out after 1.0 seconds") for p in failed)
+    full = evo("show", str(timeouts_run), "--failures").stdout
+    assert "| subprocess.TimeoutExpired: Command" in full
 
 
 def test_common_messages_group_by_kind_and_message_numbers_aside():

@@ -142,6 +142,43 @@ def test_failed_child_is_shown_in_the_next_prompts_on_its_parent(tmp_path, sandb
         pytest.fail("no later prompt showed the failed child")
 
 
+ARTIFACTS_SCORER = '''
+import traceback
+from dataclasses import dataclass, field
+
+from evo.sandbox import candidate
+
+@dataclass
+class EvaluationResult:  # the shape of OpenEvolve's, duck-typed
+    metrics: dict
+    artifacts: dict = field(default_factory=dict)
+
+def evaluate(path):
+    try:
+        return {"a": candidate.load(path).value()}
+    except Exception as error:
+        return EvaluationResult(metrics={"a": 0.0, "error": str(error)}, artifacts={"traceback": traceback.format_exc()})
+'''
+
+
+def test_a_failed_childs_artifacts_reach_the_next_prompts(tmp_path):
+    """An OpenEvolve failure's artifacts (its traceback) travel with the failure, through the
+    real sandbox and SQLite, into the prompts on the failed child's parent."""
+    (tmp_path / "score.py").write_text(ARTIFACTS_SCORER)
+    failing = fenced("def value():\n    return {}['missing key']")
+    policy = ScriptedPolicy([failing, "no code", "no code", "no code"])
+    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["a"], SandboxLimits(workers=1)) as box, \
+            Database.open(tmp_path / "run", CONFIG) as db:
+        db.add_initial(BASE, box.evaluate(BASE))
+        run(Evolution(LoopConfig(iterations=4, samples=1, batch=1, depth=1), db), policy, box)
+        (failed,) = [p for p in db.evaluated(ok_only=False) if not p.ok]
+    assert failed.failure_message.startswith("the scorer reported: KeyError: 'missing key'")
+    assert "traceback: Traceback (most recent call last):" in failed.feedback
+    shown = [text for text in policy.seen if "failed (exception)" in text]
+    assert shown and "| evo.sandbox.candidate.CandidateError: KeyError: 'missing key'" in shown[0]
+    assert '|   File "' in shown[0]  # the traceback's frames, not only the failure message
+
+
 def test_feedback_off_shows_scores_only(tmp_path, sandbox):
     seen = loop_prompts(tmp_path, sandbox, feedback=False)
     assert not any("Evaluator feedback" in text or "failed" in text for text in seen)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from evo.errors import UserError
 from evo.policies import load
-from evo.policies.mutate import MutateConfig, MutatePolicy, mutate_program, mutate_source, parse_options
+from evo.policies.mutate import NOTHING_TO_VARY, MutateConfig, MutatePolicy, mutate_program, mutate_source, parse_options
 from evo.program import split
 from evo.prompts import Shown, build, fenced_code, parse
 
@@ -64,15 +64,13 @@ def test_every_kind_of_edit_happens() -> None:
         lines, tree = edited.count("\n"), ast.dump(ast.parse(edited))
         if tree == base:
             continue
-        if lines > BLOCK.count("\n"):
-            kinds.add("duplicate")
-        elif lines < BLOCK.count("\n"):
+        if lines < BLOCK.count("\n"):
             kinds.add("delete")
         elif "0.5" not in edited or "4)" not in edited or "** 2" not in edited or "+ 3" not in edited:
             kinds.add("constant")
         else:
             kinds.add("operator")
-    assert kinds == {"duplicate", "delete", "constant", "operator"}
+    assert kinds == {"delete", "constant", "operator"}
 
 
 @settings(max_examples=40, deadline=None)
@@ -82,6 +80,65 @@ def test_always_valid_python(seed: int, program: str) -> None:
     ast.parse(edited)
     if "EVOLVE-BLOCK-START" in program:
         assert split(edited).head == split(program).head and split(edited).tail == split(program).tail
+
+
+def repeated_statements(code: str) -> list[str]:
+    """The statements that appear twice in one block (body, orelse, finalbody) of `code`."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and all(isinstance(s, ast.stmt) for s in body):
+                texts = [ast.unparse(s) for s in body]
+                found += [t for i, t in enumerate(texts) if t in texts[:i]]
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([PROGRAM, BLOCK, "x = 1\ny = 2\nx = 2\n", "a += 1\na += 2\n"]))
+def test_no_edit_puts_a_statement_twice_in_a_block(seed: int, program: str) -> None:
+    edited = mutate_program(program, random.Random(seed), MutateConfig(max_edits=10))
+    assert repeated_statements(edited) == []  # "a += 2" moved to "a += 1" is refused too
+
+
+@pytest.mark.slow
+def test_an_evo_runs_programs_hold_no_statement_twice(nguyen7_run) -> None:
+    from evo.database import Database
+
+    with Database.open(nguyen7_run, read_only=True) as db:
+        programs = db.evaluated()
+    assert len(programs) > 20
+    assert [p.id for p in programs if repeated_statements(p.code)] == []  # its best held `def f` twice
+
+
+NOTHING = "# EVOLVE-BLOCK-START\ndef f(x):\n    return np.log1p(x)\n# EVOLVE-BLOCK-END\n"
+
+
+def test_a_block_with_nothing_to_vary_is_said_once(capsys) -> None:
+    policy = MutatePolicy()
+    policy.generate([prompt_for("import numpy as np\n\n" + NOTHING)] * 3, n=4, seed=0)
+    policy.generate([prompt_for(NOTHING)], n=4, seed=1)
+    assert capsys.readouterr().err == NOTHING_TO_VARY + "\n"
+    MutatePolicy().generate([prompt_for(PROGRAM), prompt_for(NOTHING.replace("log1p(x)", "log1p(x + 1)"))], n=4, seed=0)
+    assert capsys.readouterr().err == ""  # a number or an operator to change: nothing to say
+
+
+@pytest.mark.slow
+def test_evo_run_says_when_mutate_has_nothing_to_vary(tmp_path) -> None:
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    nguyen7 = Path(__file__).resolve().parents[1] / "examples" / "nguyen7"
+    shutil.copy(nguyen7 / "score.py", tmp_path / "score.py")
+    (tmp_path / "initial.py").write_text("import numpy as np\n\n\n" + NOTHING)
+    (tmp_path / "problem.toml").write_text('[problem]\nprogram = "initial.py"\nscorer = "score.py:evaluate"\n'
+                                           'objectives = ["r0", "r1", "r2"]\n[search]\niterations = 4\n')
+    done = subprocess.run([sys.executable, "-m", "evo", "run", str(tmp_path / "problem.toml"), "--policy", "mutate:",
+                           "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(NOTHING_TO_VARY) == 1 and "duplicates" in done.stdout
 
 
 def test_indented_block_keeps_its_indentation() -> None:

@@ -252,6 +252,31 @@ def test_an_error_key_is_the_failure_and_the_output_is_shown(tmp_path):
     assert "  | Evaluation failed: no minimum" in text.stdout
 
 
+def test_a_failed_evaluation_results_artifacts_are_kept(tmp_path):
+    """OpenEvolve's evaluators return their traceback as an artifact beside the error: the
+    failure keeps it (it is what OpenEvolve shows the LLM), and `evo check` shows its end."""
+    spec = write(tmp_path, FUNCTION_MINIMIZATION)
+    with (tmp_path / "evaluator.py").open("a") as evaluator:
+        evaluator.write(textwrap.dedent('''
+            def evaluate_with_traceback(program_path):
+                import traceback
+                try:
+                    _load(program_path).run_search()
+                    return evaluate(program_path)
+                except Exception as error:
+                    return EvaluationResult(metrics={"combined_score": 0.0, "error": str(error)},
+                                            artifacts={"traceback": traceback.format_exc(), "failure_stage": "run"})
+            '''))
+    spec.write_text(spec.read_text().replace("evaluator.py:evaluate", "evaluator.py:evaluate_with_traceback"))
+    (tmp_path / "initial.py").write_text("def run_search():\n    return helper()\n\ndef helper():\n    raise KeyError('lost')\n")
+    code, report = check(spec)
+    assert code == 1 and report["error"] == {"kind": "exception", "message": "the scorer reported: 'lost'"}
+    assert report["feedback"].startswith("traceback: Traceback (most recent call last):")
+    assert "in helper" in report["feedback"] and report["feedback"].endswith("failure_stage: run")
+    text = subprocess.run([EVO, "check", str(spec)], capture_output=True, text=True, timeout=120).stdout
+    assert "feedback  KeyError: 'lost'" in text and "feedback  failure_stage: run" in text
+
+
 def test_lower_is_better_metrics_keep_their_real_values(tmp_path):
     code, report = check(write(tmp_path, SIGNAL_PROCESSING))
     assert code == 0, report

@@ -75,6 +75,27 @@ def test_pretrain_cli_writes_a_loadable_checkpoint_and_ends_with_json(tmp_path):
     assert figures["checkpoint"] == str(out) and figures["samples"] == 3 and figures["m3_samples"] == 1
 
 
+@pytest.mark.slow
+def test_init_and_evaluate_take_a_shipped_checkpoints_name(tmp_path):
+    from evo.policies import CHECKPOINTS
+
+    def pretrain(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "evo", "pretrain", "--task", "maze", "--threads", "1", *args],
+                              capture_output=True, text=True, timeout=300)
+
+    shipped = str(CHECKPOINTS / "maze-warmup")
+    done = pretrain("--init", "maze-warmup", "--out", str(tmp_path / "ckpt"), "--steps", "1", "--batch-size", "2",
+                    "--pool", "2", "--eval-instances", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["init"] == shipped
+    evaluated = pretrain("--evaluate", "maze-warmup", "--eval-instances", "1", "--samples", "1", "--max-new-tokens", "10")
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert json.loads(evaluated.stdout.strip().splitlines()[-1])["checkpoint"] == shipped
+    unknown = pretrain("--init", "maze-warmpu", "--out", str(tmp_path / "other"))
+    assert unknown.returncode == 2 and "no shipped checkpoint of that name (shipped: " in unknown.stderr
+    assert "maze-warmup" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
 def test_held_out_scoring_follows_the_shared_completion_rules():
     from evo.policies.base import Completion
 

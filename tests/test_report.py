@@ -14,7 +14,7 @@ import pytest
 
 from evo.database.config import FeatureConfig
 from evo.database.records import Program
-from evo.report import RunRecords, gather, render
+from evo.report import RunRecords, gather, render, svg
 from evo.report.data import LINEAGE_SHOWN
 from tests.test_run_cli import evo, problem, show  # noqa: F401  (the fixture)
 
@@ -50,6 +50,19 @@ def test_the_gathered_data_matches_the_run(run):
     assert page["grid"]["features"][0]["name"] == "length" and len(page["grid"]["values"]) == 4
     assert sum(v is not None for row in page["grid"]["values"] for v in row) >= 1
     assert sum(page["failures"].get(k, 0) for k in ("unparseable", "duplicate")) == summary["unparseable"] + summary["duplicates"]
+
+
+def test_the_best_so_far_axes_stop_at_the_runs_last_iteration(nguyen7_run):
+    page = gather(RunRecords.read(nguyen7_run))
+    last = page["iterations"] - 1  # the children of iteration k are stored with k: 0 .. 11 for 12 iterations
+    assert last == 11 and page["curves"]["iterations"][-1] == last  # the curves run on to the end
+    charts = re.findall(r'<svg class="chart"[^>]*aria-label="best [^"]* by iteration".*?</svg>', render(page))
+    assert len(charts) == 2
+    for chart in charts:
+        ticks = [float(t) for t in re.findall(r'text-anchor="middle">([-\d.]+)</text>', chart)]
+        assert ticks and max(ticks) <= last  # no axis past the run (it was 0, 5, 10, 15)
+        ends = [float(points.split()[-1].split(",")[0]) for points in re.findall(r'<polyline[^>]*points="([^"]*)"', chart)]
+        assert ends and all(x == svg.WIDTH - svg.RIGHT for x in ends)  # every curve reaches the axis' end
 
 
 def hostile_records() -> RunRecords:

@@ -53,6 +53,19 @@ def test_train_resume_and_errors(init_dir, tmp_path):
     assert missing.returncode == 2 and "config.json" in missing.stderr
 
 
+def test_init_takes_a_shipped_checkpoints_name(tmp_path):
+    from evo.policies import CHECKPOINTS
+    from training.config import TrainConfig
+
+    out = tmp_path / "run"
+    done = evo("--task", "maze", "--init", "maze-warmup", "--out", str(out), "--prompts", "2", "--group", "2",
+               "--max-new-tokens", "8", "--steps", "1", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert TrainConfig.load(out).init == str(CHECKPOINTS / "maze-warmup")
+    unknown = evo("--task", "maze", "--init", "maze-warmpu", "--out", str(tmp_path / "other"))
+    assert unknown.returncode == 2 and "no shipped checkpoint of that name (shipped: " in unknown.stderr
+
+
 def test_list_algos_says_each_estimators_prompt():
     from training.advantages import REGISTRY
 

@@ -32,7 +32,8 @@ def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
         if problem.cascade and evaluation.stage:  # which stage failed: OpenEvolve's stages often return other keys
             stages = (problem.scorer, *(scorer for scorer, _ in problem.cascade))
             error.update(stage=evaluation.stage, scorer=stages[evaluation.stage - 1])
-        return {"error": error, "output": _output(evaluation)}
+        artifacts = {"feedback": evaluation.feedback} if evaluation.feedback else {}  # an EvaluationResult's traceback
+        return {"error": error, **artifacts, "output": _output(evaluation)}
     try:
         features = feature_values(spec.features, code, evaluation.scores, evaluation.extras, problem.objectives)
     except BadOutput as error:
@@ -50,13 +51,14 @@ def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
 
 
 def _show(program: Path, report: dict[str, Any]) -> None:
-    from evo.feedback import clean, printable
+    from evo.feedback import printable
 
     click.echo(f"program   {program}")
     if "error" in report:
         error = report["error"]
         where = f" in cascade stage {error['stage']} ({Path(error['scorer']).name})" if "stage" in error else ""
         click.echo(f"failed    {error['kind']}{where}: {printable(error['message'])}")
+        _show_feedback(report.get("feedback", ""), end=True)
         _show_output(report["output"])
         return
     fmt = lambda d: "  ".join(f"{k}={v:.6g}" for k, v in d.items())  # noqa: E731
@@ -66,9 +68,18 @@ def _show(program: Path, report: dict[str, Any]) -> None:
     if report["extras"]:
         click.echo(f"extras    {fmt(report['extras'])}")
     click.echo(f"seconds   {report['seconds']:.3f}" + (f" (cascade stage {report['stage']})" if report["stage"] > 1 else ""))
-    for line in clean(report["feedback"].strip()).splitlines()[:10]:
-        click.echo(f"feedback  {line[:200]}")
+    _show_feedback(report["feedback"])
     _show_output(report["output"])
+
+
+def _show_feedback(feedback: str, end: bool = False) -> None:
+    """The first ten lines of the scorer's feedback text (`end`: the last ten, for a failure's
+    artifacts such as a traceback)."""
+    from evo.feedback import clean
+
+    lines = clean(feedback.strip()).splitlines()
+    for line in lines[-10:] if end else lines[:10]:
+        click.echo(f"feedback  {line[:200]}")
 
 
 def _show_output(output: str) -> None:

@@ -121,10 +121,10 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config, o
 @click.option("--max-new-tokens", default=80, show_default=True, type=click.IntRange(1),
               help="Tokens per answer when sampling for the held-out evaluation.")
 @click.option("--temperature", default=1.0, show_default=True, type=params.TEMPERATURE, help="Evaluation sampling temperature.")
-@click.option("--init", "init_dir", type=click.Path(file_okay=False, exists=True),
-              help="Continue training this checkpoint instead of a fresh model.")
-@click.option("--evaluate", "evaluate_dir", type=click.Path(file_okay=False, exists=True),
-              help="Only evaluate this checkpoint (no training).")
+@click.option("--init", "init_dir", type=click.Path(file_okay=False),
+              help="Continue training this checkpoint (a directory or a shipped name) instead of a fresh model.")
+@click.option("--evaluate", "evaluate_dir", type=click.Path(file_okay=False),
+              help="Only evaluate this checkpoint (a directory or a shipped name; no training).")
 def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: int, decay_steps: int,
             batch_size: int, lr: float,
             pool: int, multi_fraction: float, seed: int, threads: int, context: int | None, save_every: int, half: bool,
@@ -136,9 +136,8 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     from evo.policies import resolve_checkpoint
     from training.sft import SFTConfig
 
-    for given in (init_dir, evaluate_dir):
-        if given is not None:
-            resolve_checkpoint(given)  # config.json and readable weights, or one line
+    # a directory with config.json and readable weights, or a shipped checkpoint's name (maze-warmup)
+    init_dir, evaluate_dir = (None if given is None else str(resolve_checkpoint(given)) for given in (init_dir, evaluate_dir))
 
     config = SFTConfig(steps=steps, decay_steps=decay_steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed,
                        threads=threads, multi_fraction=multi_fraction)

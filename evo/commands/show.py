@@ -1,4 +1,4 @@
-"""`evo show DIR [--json] [--plots] [--lineage FILE]`: what a run found."""
+"""`evo show DIR [--json] [--plots] [--lineage FILE] [--failures] [--program N]`: what a run found."""
 
 from __future__ import annotations
 
@@ -62,6 +62,54 @@ def summary(directory: Path) -> dict:
         "duplicates": counts["duplicate"],
         "policies": policy_table(proposed, programs, policy_names(directory), replies),
     }
+
+
+LINEAGE_IDS = 20  # of a program's lineage, the latest ancestors listed by `--program`
+
+
+def program_view(directory: Path, program_id: int) -> dict:
+    """Program `program_id` of the run: where it came from (parents, lineage by first parent,
+    oldest first), its scores (real values) or its failure, and its code."""
+    from evo.database import Database, database_file
+    from evo.database.records import ancestry, original
+    from evo.scores import real_values
+
+    if not database_file(directory).is_file():
+        raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
+    with Database.open(directory, read_only=True) as db:
+        programs, objectives, minimize = dict(db.programs), db.config.objectives, db.config.minimize
+    p = programs.get(program_id)
+    if p is None:
+        held = f"its programs are #{min(programs)} to #{max(programs)}" if programs else "it holds no program"
+        raise UserError(f"{directory}: no program #{program_id} in this run ({held}); see evo show {directory}")
+    lineage = [a.id for a in ancestry(programs, original(programs, p.id))][::-1]
+    return {"id": p.id, "iteration": p.iteration, "island": p.island, "policy": p.policy, "origin": p.origin,
+            "source": p.source, "parents": list(p.parents), "lineage": lineage, "scalar": p.scalar,
+            "scores": None if p.scores is None else real_values(p.scores, objectives, minimize),
+            "failure": None if p.ok else {"kind": p.failure_kind, "message": p.failure_message},
+            "feedback": p.feedback, "code": p.code}
+
+
+def _echo_program(view: dict) -> None:
+    from evo.feedback import printable
+
+    copy = f", a {view['origin']} copy of #{view['source']}" if view["source"] is not None else ""
+    parents = ", ".join(f"#{i}" for i in view["parents"]) or "none"
+    click.echo(f"#{view['id']}: iteration {view['iteration']}, island {view['island']}, "
+               f"policy {printable(view['policy']) or '-'}{copy}, parents {parents}")
+    if view["failure"] is None:
+        scores = ", ".join(f"{k}={v:.6g}" for k, v in view["scores"].items())
+        click.echo(f"scalar {view['scalar']:.6g} ({scores})")
+    else:
+        click.echo(f"failed {view['failure']['kind']}: {printable(view['failure']['message'])}")
+    lineage, cut = view["lineage"][-LINEAGE_IDS:], max(0, len(view["lineage"]) - LINEAGE_IDS)
+    earlier = f"({cut} earlier) " if cut else ""
+    click.echo(f"lineage (first parents, oldest first): {earlier}{' -> '.join(f'#{i}' for i in lineage)}")
+    click.echo(printable(view["code"].rstrip()))
+    if view["feedback"].strip():
+        click.echo("feedback (the scorer's text; for a failure, the end of its output):")
+        for line in view["feedback"].strip().splitlines()[-20:]:
+            click.echo(f"  | {printable(line)}")
 
 
 def heatmap(db, path: Path) -> Path | None:
@@ -158,8 +206,18 @@ def _echo_policies(policies: dict[str, dict[str, int]]) -> None:
 @click.option("--lineage", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="export the genealogy to FILE (.graphml or .json)")
 @click.option("--failures", is_flag=True, help="list the ten most common failure messages, each with an example's output")
-def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None, failures: bool) -> None:
+@click.option("--program", "program_id", type=int, default=None,
+              help="print program N: its scores (or failure), parents, lineage and code")
+def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None, failures: bool,
+            program_id: int | None) -> None:
     """What the run in DIRECTORY found: best program, Pareto front, coverage."""
+    if program_id is not None:
+        view = program_view(directory, program_id)
+        if as_json:
+            click.echo(json.dumps(view))
+        else:
+            _echo_program(view)
+        return
     data = summary(directory)
     notes = _plots(directory) if plots else []
     if lineage is not None:
@@ -209,6 +267,8 @@ def _echo_failures(messages: list[dict], failed: int, directory: Path, full: boo
     from evo.feedback import printable
 
     if not messages:
+        if full:
+            click.echo("why children fail: no failures (every evaluated program returned scores)")
         return
     click.echo(f"why children fail ({failed} failed evaluations, most common messages):")
     for entry in messages if full else messages[:3]:

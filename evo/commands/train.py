@@ -176,7 +176,8 @@ def open_spec_task(config, source):
               help="Advantage estimator (default: vpo; vpo_archive with --spec).")
 @click.option("--list-algos", is_flag=True, expose_value=False, is_eager=True, callback=list_algos,
               help="Print each estimator and the prompt it trains on (single, set or goal), then exit.")
-@click.option("--init", type=click.Path(file_okay=False), help="Hugging Face directory to start from.")
+@click.option("--init", type=click.Path(file_okay=False),
+              help="Hugging Face directory to start from, or a shipped checkpoint's name (see evo/checkpoints).")
 @click.option("--steps", type=click.IntRange(1), help="Total training steps (default: TrainConfig's, 200).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out (to --steps).")
@@ -236,8 +237,10 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
         source = click.get_current_context().get_parameter_source
         settings = {name: value for name, value in settings.items()
                     if source(name) == click.core.ParameterSource.COMMANDLINE}
-    if init is not None and not (Path(init) / "config.json").exists():
-        raise UserError(f"--init {init} is not a Hugging Face model directory (no config.json)")
+    if init is not None:
+        from evo.policies import resolve_checkpoint
+
+        init = str(resolve_checkpoint(init))  # a model directory or a shipped checkpoint's name (maze-warmup)
     source = None if resume else spec_source(spec, from_run, sets, settings, Path(out))
     config = build_config(Path(out), resume, init, steps, settings, engine)
     torch.set_num_threads(threads)

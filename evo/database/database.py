@@ -49,6 +49,15 @@ class EvaluatedCandidate:
     policy: str = ""
 
 
+def failure_feedback(evaluation: Evaluation) -> str:
+    """What a failed evaluation's record keeps for the prompts and `evo show --failures`: the
+    tail of its captured output, then what the scorer added to the failure (its artifacts)."""
+    output = storable(evaluation.output[-OUTPUT_TAIL_CHARS:])
+    if not evaluation.feedback:
+        return output
+    return f"{output.rstrip()}\n{evaluation.feedback}" if output.strip() else evaluation.feedback
+
+
 def database_file(path: Path | str) -> Path:
     """A run directory holds `programs.sqlite`; a path ending in .sqlite/.db is the file itself."""
     path = Path(path)
@@ -211,7 +220,7 @@ class Database:
         )
         if not evaluation.ok:
             return Program(**base, failure_kind=evaluation.failure.kind, failure_message=evaluation.failure.message,
-                           feedback=storable(evaluation.output[-OUTPUT_TAIL_CHARS:]))
+                           feedback=failure_feedback(evaluation))
         scores = np.asarray(evaluation.scores, dtype=np.float64)
         if scores.shape != (len(self.config.objectives),):
             raise ValueError(f"scores have shape {scores.shape}, expected ({len(self.config.objectives)},)")

@@ -54,3 +54,16 @@ def original(programs: Mapping[int, Program], program_id: int) -> Program | None
     while program is not None and program.source is not None:
         program = programs.get(program.source)
     return program
+
+
+def ancestry(programs: Mapping[int, Program], program: Program | None) -> list[Program]:
+    """`program` and its ancestors by their first parent (through the originals of copies),
+    newest first; a cycle or a parent not among `programs` ends it."""
+    chain: list[Program] = []
+    seen: set[int] = set()
+    current = program
+    while current is not None and current.id not in seen:
+        chain.append(current)
+        seen.add(current.id)
+        current = original(programs, current.parents[0]) if current.parents else None
+    return chain

@@ -5,6 +5,11 @@ EVOLVE-BLOCK-START and EVOLVE-BLOCK-END change when those markers are present (o
 whole program). Every completion is one fenced block holding the whole edited program, and
 always parses as Python; a set prompt asking for m programs (evo/prompt_sets.py) gets m
 independent edits, each under its `### Program k` heading.
+
+The edits: move a numeric constant, swap an operator, delete a statement. An edit that
+would put the same statement twice in one block is not made. A parent whose editable code
+has no constant and no operator gets one line on stderr (once per policy): its children
+can only lose statements, so most of them repeat earlier ones.
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ from __future__ import annotations
 import ast
 import copy
 import random
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evo.errors import UserError
 from evo.policies.base import Completion
 from evo.policies.options import Range, check_config, check_sampling, parse_option
-from evo.program import MarkerError, split
+from evo.program import EvolveFile, MarkerError, split
 from evo.prompt_sets import answers_asked
 from evo.prompts import fence_for, fenced_code
 
@@ -49,24 +55,42 @@ def parent_program(prompt: str) -> str | None:
     return fenced_code(prompt)
 
 
+NOTHING_TO_VARY = ("mutate: the parent's EVOLVE block (or whole program, without markers) has no number and no "
+                   "operator to change: mutate: can only delete its statements, so most proposals will be duplicates; "
+                   "put the constants or operators to tune inside the block, or use a model policy")
+
+
 def mutate_source(source: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
     """Apply 1..max_edits random edits to a Python source; returns the source unchanged if
-    nothing can be edited (or it does not parse)."""
+    nothing can be edited (or it does not parse). No edit repeats a statement in its block."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
     for _ in range(rng.randint(1, max(1, config.max_edits))):
         candidate = copy.deepcopy(tree)
-        edits = [e for e in (_perturb_constant, _swap_operator, _duplicate_statement, _delete_statement)
-                 if e(candidate, rng, config, dry=True)]
+        edits = [e for e in (_perturb_constant, _swap_operator, _delete_statement) if e(candidate, rng, config, dry=True)]
         if not edits:
             break
         rng.choice(edits)(candidate, rng, config, dry=False)
-        if not _compiles(ast.fix_missing_locations(candidate)):
+        if _repeats(candidate) > _repeats(tree) or not _compiles(ast.fix_missing_locations(candidate)):
             continue
         tree = candidate
     return ast.unparse(tree) + "\n"
+
+
+def has_values(source: str) -> bool:
+    """Whether `source` holds a numeric constant or an operator mutate: can change."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return bool(_constants(tree) or _operators(tree))
+
+
+def _repeats(tree: ast.AST) -> int:
+    """How many statements equal an earlier one of the same block."""
+    return sum(len(body) - len({ast.dump(s) for s in body}) for body in _statement_lists(tree, 2))
 
 
 def _compiles(tree: ast.Module) -> bool:
@@ -83,16 +107,25 @@ def _compiles(tree: ast.Module) -> bool:
     return False
 
 
-def mutate_program(program: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
-    """Edit only the EVOLVE block (keeping its indentation), or the whole program."""
+def editable(program: str) -> tuple[EvolveFile | None, str, str]:
+    """What mutate: edits: (the program's parts, the EVOLVE block's indentation, the block
+    dedented) when it has markers, else (None, "", the whole program)."""
     try:
         parts = split(program)
     except MarkerError:
-        parts = None
-    if parts is None or not parts.has_markers:
-        return mutate_source(program, rng, config)
+        return None, "", program
+    if not parts.has_markers:
+        return None, "", program
     indent = _common_indent(parts.block)
-    edited = mutate_source(_dedent(parts.block, indent), rng, config)
+    return parts, indent, _dedent(parts.block, indent)
+
+
+def mutate_program(program: str, rng: random.Random, config: MutateConfig = MutateConfig()) -> str:
+    """Edit only the EVOLVE block (keeping its indentation), or the whole program."""
+    parts, indent, source = editable(program)
+    if parts is None:
+        return mutate_source(program, rng, config)
+    edited = mutate_source(source, rng, config)
     reindented = "".join(indent + line if line.strip() else line for line in edited.splitlines(keepends=True))
     result = parts.with_block(reindented).text
     try:
@@ -107,6 +140,7 @@ class MutatePolicy:
 
     def __init__(self, config: MutateConfig = MutateConfig()) -> None:
         self.config = config
+        self.told = False  # NOTHING_TO_VARY was printed
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
@@ -118,9 +152,15 @@ class MutatePolicy:
             if parent is None:
                 out.append([Completion("", (), None, "stop") for _ in range(n)])
                 continue
+            self._tell_if_nothing_to_vary(parent)
             m = answers_asked(prompt)
             out.append([Completion(self._reply(parent, m, rng), (), None, "stop") for _ in range(n)])
         return out
+
+    def _tell_if_nothing_to_vary(self, parent: str) -> None:
+        if not self.told and not has_values(editable(parent)[2]):
+            self.told = True
+            print(NOTHING_TO_VARY, file=sys.stderr, flush=True)
 
     def _reply(self, parent: str, m: int, rng: random.Random) -> str:
         if m == 1:
@@ -183,16 +223,6 @@ def _statement_lists(tree: ast.AST, min_len: int) -> list[list[ast.stmt]]:
             if isinstance(body, list) and len(body) >= min_len and all(isinstance(s, ast.stmt) for s in body):
                 lists.append(body)
     return lists
-
-
-def _duplicate_statement(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:
-    lists = _statement_lists(tree, 1)
-    if dry or not lists:
-        return bool(lists)
-    body = rng.choice(lists)
-    i = rng.randrange(len(body))
-    body.insert(i + 1, copy.deepcopy(body[i]))
-    return True
 
 
 def _delete_statement(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:

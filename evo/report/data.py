@@ -19,7 +19,7 @@ from evo import failures as failure_messages
 from evo.database.archive import Grid
 from evo.database.config import FeatureConfig
 from evo.metrics import pareto_mask
-from evo.database.records import Program, original
+from evo.database.records import Program, ancestry
 from evo.errors import UserError
 from evo.policy_mix import policy_table
 from evo.scores import oriented, real_values
@@ -62,13 +62,15 @@ def evaluated(records: RunRecords) -> list[Program]:
     return [p for _, p in sorted(records.programs.items()) if not p.is_copy]
 
 
-def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple[str, ...] = ()) -> dict:
-    """Best-so-far per iteration: of the scalar and of each objective on its own (real values:
-    a minimized objective's curve goes down)."""
+def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple[str, ...] = (),
+           end: int = 0) -> dict:
+    """Best-so-far per iteration, up to the run's last iteration `end` (or the last program's):
+    of the scalar and of each objective on its own (real values: a minimized objective's
+    curve goes down)."""
     ok = [p for p in programs if p.ok]
     if not ok:
         return {"iterations": [], "scalar": [], "objectives": {name: [] for name in objectives}}
-    last = max(p.iteration for p in ok)
+    last = max(end, max(p.iteration for p in ok))
     scalar = np.full(last + 1, -np.inf)
     scores = np.full((last + 1, len(objectives)), -np.inf)
     for p in ok:
@@ -115,14 +117,7 @@ def lineage(programs: Mapping[int, Program], best: Program | None, shown: int = 
     """The best program's ancestors by their first parent, oldest first: the first with its code,
     the last `shown` each with the diff from its parent; the steps between are summarized by
     `skipped` (linear in the lineage's length, a bounded page whatever it is)."""
-    chain: list[Program] = []
-    seen: set[int] = set()
-    current = best
-    while current is not None and current.id not in seen:
-        chain.append(current)
-        seen.add(current.id)
-        current = original(programs, current.parents[0]) if current.parents else None
-    chain.reverse()
+    chain = ancestry(programs, best)[::-1]
     kept = range(len(chain)) if len(chain) <= shown + 1 else [0, *range(len(chain) - shown, len(chain))]
     steps = []
     for before, index in zip([None, *kept], kept):
@@ -166,7 +161,7 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "best": None if best is None else {"id": best.id, "scalar": best.scalar,
                                            "scores": real_values(best.scores, objectives, records.minimize)},
         "minimize": list(records.minimize),
-        "curves": curves(programs, objectives, records.minimize),
+        "curves": curves(programs, objectives, records.minimize, end=records.iterations - 1),
         "front": front(programs, objectives, x, y, records.minimize),
         "grid": grid(programs, records.features),
         "lineage": lineage(records.programs, best),

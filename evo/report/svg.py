@@ -56,10 +56,14 @@ DASHES = ("", "7 3", "2 3", "9 3 2 3", "4 4", "1 2")  # overlapping curves stay 
 class Frame:
     """The plotting area of one chart: data coordinates to pixels, axes and their labels."""
 
-    def __init__(self, xs: Sequence[float], ys: Sequence[float], xlabel: str, ylabel: str) -> None:
+    def __init__(self, xs: Sequence[float], ys: Sequence[float], xlabel: str, ylabel: str, tight_x: bool = False) -> None:
+        """`tight_x`: the x axis spans exactly the data (a run's iterations), its ticks inside."""
         whole = bool(xs) and all(float(x).is_integer() for x in xs)
         self.xticks, self.yticks = nice_ticks(*_span(xs), integer=whole), nice_ticks(*_span(ys))
         self.x0, self.x1 = self.xticks[0], self.xticks[-1]
+        inside = [x for x in self.xticks if xs and min(xs) <= x <= max(xs)]
+        if tight_x and len(inside) > 1:
+            self.x0, self.x1, self.xticks = min(xs), max(xs), inside
         self.y0, self.y1 = self.yticks[0], self.yticks[-1]
         self.xlabel, self.ylabel = xlabel, ylabel
 
@@ -91,10 +95,11 @@ def _svg(body: str, label: str, height: int = HEIGHT) -> str:
 
 
 def steps(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str) -> str:
-    """Step lines (best-so-far curves), one color per series, with a legend."""
+    """Step lines (best-so-far curves), one color per series, with a legend; the x axis ends
+    where the series do."""
     xs = [x for xs_, _ in series.values() for x in xs_]
     ys = [y for _, ys_ in series.values() for y in ys_]
-    frame = Frame(xs, ys, xlabel, ylabel)
+    frame = Frame(xs, ys, xlabel, ylabel, tight_x=True)
     parts = [frame.axes()]
     for k, (name, (x, y)) in enumerate(series.items()):
         color = PALETTE[k % len(PALETTE)]

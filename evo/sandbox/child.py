@@ -137,13 +137,19 @@ def _stage(scorer: Callable[[str], Any], path: str, objectives: Sequence[str], r
             raise BadOutput(f"scorer result misses feature key(s) {missing}")
         feedback = "\n".join(filter(None, [feedback, artifacts]))[:MAX_FEEDBACK_CHARS]
         return {"scores": oriented(vector, objectives, minimize).tolist(), "extras": extras, "feedback": feedback}
-    except BadOutput as error:
-        return {"failure": ["bad_output", str(error)]}
-    except ScorerFailed as error:
-        return {"failure": ["exception", f"the scorer reported: {error}"]}
-    except candidate.CandidateError as error:  # not caught by the scorer: the candidate's failure is the evaluation's
-        return {"failure": [error.kind, str(error)]}
-    except MemoryError as error:
-        return {"failure": ["memory", f"memory limit exceeded ({candidate.describe(error)})"]}
     except BaseException as error:  # the candidate may raise anything, even SystemExit
-        return {"failure": ["exception", candidate.describe(error)]}
+        artifacts = error.artifacts[:MAX_FEEDBACK_CHARS] if isinstance(error, ScorerFailed) else ""
+        return {"failure": failure_of(error), **({"feedback": artifacts} if artifacts else {})}
+
+
+def failure_of(error: BaseException) -> list[str]:
+    """[kind, message] of a scorer call that raised (or whose result was refused)."""
+    if isinstance(error, BadOutput):
+        return ["bad_output", str(error)]
+    if isinstance(error, ScorerFailed):
+        return ["exception", f"the scorer reported: {error}"]
+    if isinstance(error, candidate.CandidateError):  # not caught by the scorer: the candidate's failure is the evaluation's
+        return [error.kind, str(error)]
+    if isinstance(error, MemoryError):
+        return ["memory", f"memory limit exceeded ({candidate.describe(error)})"]
+    return ["exception", candidate.describe(error)]

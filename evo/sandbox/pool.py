@@ -154,6 +154,7 @@ class Sandbox:
         output = output if isinstance(output, str) else ""
         stage = stage if type(stage) is int and 0 <= stage <= len(self.cascade) + 1 else 0
         try:
+            feedback = feedback_text(reply.get("feedback", ""))  # a failure's too: the scorer's artifacts
             if "failure" in reply:
                 failure = reply["failure"]
                 if not (isinstance(failure, list) and len(failure) == 2 and all(isinstance(f, str) for f in failure)):
@@ -161,10 +162,9 @@ class Sandbox:
                 kind, message = failure
                 if kind not in FAILURE_KINDS:
                     raise BadOutput(f"unknown failure kind {kind[:40]!r}")
-                return Evaluation.failed(kind, message[:2000], seconds, output, stage)
+                return Evaluation.failed(kind, message[:2000], seconds, output, stage, feedback)
             if not isinstance(reply.get("scores"), list) or not isinstance(reply.get("extras", {}), dict):
                 raise BadOutput("no score list")
-            feedback = feedback_text(reply.get("feedback", ""))
             scores, _ = to_vector(reply["scores"], self.objectives)
             _, extras = to_vector({**reply.get("extras", {}), **dict(zip(self.objectives, scores))}, self.objectives)
         except BadOutput as error:
