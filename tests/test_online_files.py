@@ -222,7 +222,7 @@ def test_every_training_option_is_checked_before_any_work_in_run_and_compare(ini
                    "--iterations", "2", "--out", str(out))  # (a short run where one was accepted)
     assert message in line and not out.exists()
     line = refused(capsys, "compare", "--spec", SPEC, "--policy", f"a=local:{init_dir}", "--train", f"a={algo}",
-                   "--train-option", option, "--seeds", "2", "--calls", "1", "--out", str(out))
+                   "--train-option", option, "--seeds", "2", "--out", str(out))  # (refused before any run)
     assert message in line and not out.exists()
 
 
