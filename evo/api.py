@@ -11,7 +11,9 @@ function and a policy, no file to write:
     print(result.best.code, result.best.scores)        # result.top, result.database (open: close it)
 
 A Python function as the scorer runs in this process (isolation "none": no time limit, the
-candidate's code runs here too); name it "file.py:function" to evaluate in the sandbox.
+candidate's code runs here too, and `timeout=` is refused rather than ignored); name it
+"file.py:function" (a relative path is taken from the working directory) to evaluate in the
+sandbox, under `timeout` seconds (default 10).
 The run lives in `directory` (a fresh temporary one by default), so `evo show DIR` and
 `evo report DIR` read it like any other.
 """
@@ -97,7 +99,7 @@ def discover_objectives(score: Callable, code: str) -> tuple[str, ...]:
 def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: Any = "mutate:", *,
            objectives: Sequence[str] | None = None, weights: Sequence[float] | None = None,
            minimize: Sequence[str] = (), iterations: int = 20, seed: int = 0, directory: str | Path | None = None,
-           isolation: str | None = None, timeout: float = 10.0, style: str = "full",
+           isolation: str | None = None, timeout: float | None = None, style: str = "full",
            system: str = "You improve programs.", top: int = 5, **search: Any) -> Evolved:
     """Evolve `program` (source text or a function) scored by `score` (a function of the
     candidate's path, or "file.py:function") with `policy` (a URI such as "mutate:" or
@@ -105,6 +107,7 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
     selection, samples_per_prompt, ...). Raises WorkFailed when the initial program fails."""
     from evo import policies, spec
     from evo.sandbox import Sandbox
+    from evo.sandbox.loader import ScorerError, absolute
 
     code = program_text(program)
     if objectives is None:
@@ -117,9 +120,18 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
         raise UserError(f"evolve(): {error}") from None
     config = DatabaseConfig(tuple(objectives), None if weights is None else tuple(weights), (), settings, seed,
                             "python", tuple(minimize))
+    if isinstance(score, str):  # "score.py:evaluate" is the caller's file, wherever the sandbox runs
+        try:
+            score = absolute(score)
+        except ScorerError as error:
+            raise UserError(str(error)) from None
+    isolation = isolation or ("none" if callable(score) else "process")
+    limits = spec.SandboxLimits(isolation=isolation, **({} if timeout is None else {"timeout": timeout}))
+    if isolation == "none" and timeout is not None:
+        raise UserError("timeout= bounds an evaluation in the sandbox; a scorer run in this process (a Python function, "
+                        "isolation 'none') has no time limit: name it as 'file.py:function' to enforce one")
     out = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="evo-run-"))
     chosen = policies.load(policy) if isinstance(policy, str) else policy
-    limits = spec.SandboxLimits(isolation=isolation or ("none" if callable(score) else "process"), timeout=timeout)
     db = Database.open(out, config)
     try:
         with Sandbox(score, config.objectives, limits, minimize=config.minimize, weights=config.weight_vector) as box:

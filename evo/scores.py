@@ -204,6 +204,13 @@ def to_vector(raw: object, objectives: Sequence[str]) -> tuple[np.ndarray, dict[
     return np.array([_as_float(n, v) for n, v in zip(objectives, values)], dtype=np.float64), {}
 
 
+def minimize_problem(minimize: Sequence[object], objectives: Sequence[str]) -> str:
+    """'' when `minimize` names distinct objectives of `objectives`; else what it must be."""
+    if all(isinstance(name, str) and name in objectives for name in minimize) and len(set(minimize)) == len(minimize):
+        return ""
+    return f"distinct names of objectives (of {list(objectives)})"
+
+
 def weights_problem(weights: Sequence[object], size: int) -> str:
     """'' when `weights` can weigh score vectors of `size` objectives: `size` finite numbers >= 0
     whose sum is positive and small enough that a weighted sum of scores within MAX_MAGNITUDE

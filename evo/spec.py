@@ -15,14 +15,14 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from evo.database.config import ANSWERS_BY, POLICY_CHOICES, DatabaseConfig, FeatureConfig, SearchSettings
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
 from evo.prompt_sets import ANSWERS_FIELD
 from evo.prompts import STYLES as PROMPT_STYLES
-from evo.scores import weights_problem
+from evo.scores import minimize_problem, weights_problem
 from evo.selection import NAMES as SELECTIONS, options_of
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 ISOLATIONS = ("process", "shared", "none")
@@ -60,6 +60,21 @@ class SandboxLimits:
     max_processes: int = 64  # processes/threads an evaluation may own (when not root: on top of the user's)
     output_bytes: int = 65536  # captured stdout+stderr kept per evaluation
     env: tuple[str, ...] = ()  # environment variables passed to the sandbox beyond the minimal set
+
+    # the least value of each count; whether each time may be 0 (the spec reads its rules from here too)
+    MINIMUM: ClassVar[dict[str, int]] = {"memory_mb": 16, "workers": 1, "max_processes": 1, "output_bytes": 0}
+    TIMES: ClassVar[dict[str, bool]] = {"timeout": False, "cpu_seconds": True}
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ISOLATIONS:
+            raise UserError(f"sandbox.isolation must be one of {', '.join(map(repr, ISOLATIONS))}, got {self.isolation!r}")
+        for name, zero in self.TIMES.items():
+            value = getattr(self, name)
+            if not _is_num(value) or value < 0 or (value == 0 and not zero):
+                raise UserError(f"sandbox.{name} must be a finite number {'>= 0' if zero else '> 0'} (seconds), got {value!r}")
+        for name, low in self.MINIMUM.items():
+            if not _is_int(getattr(self, name)) or getattr(self, name) < low:
+                raise UserError(f"sandbox.{name} must be an integer >= {low}, got {getattr(self, name)!r}")
 
     @property
     def cpu_limit(self) -> float:
@@ -238,7 +253,7 @@ def _problem(t: _Table, path: Path) -> ProblemSettings:
     )
     minimize = t.get(
         "minimize", [], f"a list of objective names (of {objectives})",
-        lambda v: isinstance(v, list) and all(isinstance(o, str) and o in objectives for o in v) and len(set(v)) == len(v),
+        lambda v: isinstance(v, list) and not minimize_problem(v, objectives),
     )
     scorers = _scorers(t, path)
     return ProblemSettings(
@@ -307,11 +322,11 @@ def _sandbox(t: _Table) -> SandboxLimits:
     return SandboxLimits(
         isolation=t.choice("isolation", d.isolation, ISOLATIONS),
         timeout=t.number("timeout", d.timeout),
-        memory_mb=t.integer("memory_mb", d.memory_mb, low=16),
-        workers=t.integer("workers", d.workers, low=1),
-        cpu_seconds=t.number("cpu_seconds", d.cpu_seconds, allow_zero=True),
-        max_processes=t.integer("max_processes", d.max_processes, low=1),
-        output_bytes=t.integer("output_bytes", d.output_bytes),
+        memory_mb=t.integer("memory_mb", d.memory_mb, low=d.MINIMUM["memory_mb"]),
+        workers=t.integer("workers", d.workers, low=d.MINIMUM["workers"]),
+        cpu_seconds=t.number("cpu_seconds", d.cpu_seconds, allow_zero=d.TIMES["cpu_seconds"]),
+        max_processes=t.integer("max_processes", d.max_processes, low=d.MINIMUM["max_processes"]),
+        output_bytes=t.integer("output_bytes", d.output_bytes, low=d.MINIMUM["output_bytes"]),
         env=tuple(t.get("env", list(d.env), "a list of environment variable names",
                         lambda v: isinstance(v, list) and all(isinstance(n, str) and _ENV_NAME.match(n) for n in v))),
     )

@@ -1,27 +1,177 @@
-"""The test-time training a run directory records (`evo run --train`, written by
-training/online.py into DIR/online/): read here for `evo show` and `evo report`, so evo/
-never imports training/."""
+"""What a policy's training writes as JSON, typed and validated on read: RUN/online/ of a run
+that trained its policy (`evo run --train`, written by training/online.py) and the metrics
+lines of every training run. `evo show` and `evo report` read them here, so evo/ never imports
+training/; the trainers read them here too, so a file has one set of rules.
+
+    RUN/online/settings.json          Settings: estimator, step period, training settings, estimator options
+    RUN/online/groups/NNNNNNNN.json   one prompt's token ids and completions (training/online_files.py)
+    RUN/online/state.pt               weights, optimizer, step (training/online_files.py)
+    RUN/online/metrics.jsonl          one record per step (read_metrics)
+
+A damaged file is a one-line UserError naming it and what to do; a partial last metrics line
+(a kill while appending) is left out, as the step that wrote it runs again.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from evo.errors import UserError
+
 DIRECTORY = "online"
+SETTINGS_FILE, METRICS_FILE = "settings.json", "metrics.jsonl"
+
+
+def move_online(run: Path) -> str:
+    """What to do about a damaged file of RUN/online/."""
+    return f"move {Path(run) / DIRECTORY} away to continue the search without training, or start a new run"
+
+
+def damaged(path: Path, reason: str, fix: str) -> UserError:
+    """The one line for a file of a training run that cannot be used as it is."""
+    return UserError(f"{path}: {reason[:200]}; {fix}")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` (a kill leaves the old file or the new one); a failed write
+    (disk full, read-only file system) is a one-line UserError and leaves the old file."""
+    partial = path.with_name(path.name + ".tmp")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError as error:
+        try:
+            partial.unlink()
+        except OSError:
+            pass
+        raise UserError(f"cannot write {path} ({error.strerror or error}); free space or make the directory "
+                        "writable, then continue with --resume (what was saved before is kept)") from None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """RUN/online/settings.json: what `--train`, `--train-every` and `--train-option` asked for.
+    The types are checked here; training/online.py's OnlineSettings checks the values against
+    the estimators and the trainer's settings."""
+
+    algo: str
+    every: int = 4  # committed iterations per PPO step
+    train: dict = field(default_factory=dict)  # trainer settings (training.online.TRAIN_FIELDS)
+    options: dict = field(default_factory=dict)  # estimator options (K, alpha, ...)
+
+    def save(self, run: Path) -> None:
+        directory = Path(run) / DIRECTORY
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot create {directory} ({error.strerror}); pick a writable --out") from None
+        write_atomic(directory / SETTINGS_FILE, json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, run: Path) -> "Settings | None":
+        """The run's settings; None when it did not train its policy."""
+        path = Path(run) / DIRECTORY / SETTINGS_FILE
+        if not path.exists():
+            return None
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise damaged(path, f"unreadable ({error})", move_online(run)) from None
+        problem = _settings_problem(raw)
+        if problem:
+            raise damaged(path, f"not the run's training settings ({problem})", move_online(run))
+        return cls(**raw)
+
+
+def _settings_problem(raw: object) -> str:
+    names = {f.name for f in fields(Settings)}
+    if not isinstance(raw, dict):
+        return "expected a JSON object"
+    unknown = sorted(set(raw) - names)
+    if unknown or "algo" not in raw:
+        return f"unknown key {unknown[0]!r}" if unknown else "no 'algo'"
+    if not isinstance(raw["algo"], str) or not raw["algo"].isidentifier():
+        return f"'algo' should be an estimator name, found {raw['algo']!r}"
+    if not _is_int(raw.get("every", 1)) or raw.get("every", 1) < 1:
+        return f"'every' should be an integer >= 1, found {raw['every']!r}"
+    for key in ("train", "options"):
+        if not isinstance(raw.get(key, {}), dict) or not all(isinstance(k, str) for k in raw.get(key, {})):
+            return f"{key!r} should be a table of settings, found {raw[key]!r}"
+    return ""
+
+
+def _record_problem(record: object) -> str:
+    """What makes a parsed metrics line not a step's record ('' when nothing): a dict with an
+    integer step >= 1 whose values are numbers, null or lists of numbers."""
+    if not isinstance(record, dict) or not _is_int(record.get("step")) or record["step"] < 1:
+        return "not a step's record"
+    for key, value in record.items():
+        if not (value is None or _is_number(value) or (isinstance(value, list) and all(map(_is_number, value)))):
+            return f"{key!r} is not a number"
+    return ""
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """The records of a metrics.jsonl (none when it does not exist); a partial last line (a
+    kill while appending) is left out, any other bad line is a one-line UserError."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise damaged(path, f"unreadable ({error})", "move it away to go on without the old metrics") from None
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        problem = _record_problem(record)
+        if problem:
+            if number == len(lines) and not path.read_bytes().endswith(b"\n"):
+                break  # cut short by a kill: logged again when its step reruns
+            raise damaged(path, f"line {number} is {problem}", "move the file away to go on without the old metrics")
+        records.append(record)
+    return records
+
+
+def truncate_metrics(path: Path, steps: int) -> None:
+    """Keep the records of the first `steps` steps (a run killed after logging, before saving)."""
+    if not Path(path).exists():
+        return
+    kept = [r for r in read_metrics(path) if r["step"] <= steps]
+    write_atomic(Path(path), "".join(json.dumps(r) + "\n" for r in kept))
+
+
+def _number_or_none(value: object) -> float | None:
+    return float(value) if _is_number(value) and math.isfinite(value) else None
 
 
 def figures(directory: Path) -> dict | None:
     """{algo, every, steps, reward, kl, seconds, curve} of a run that trained its policy, else None.
     `reward` and `kl` are the last step's (mean scalar of its groups, KL to the init weights when
     measured); `seconds` the time spent in training steps; `curve` one (step, reward, kl) per step."""
-    base = Path(directory) / DIRECTORY
-    try:
-        settings = json.loads((base / "settings.json").read_text())
-    except (OSError, ValueError):
+    settings = Settings.read(directory)
+    if settings is None:
         return None
-    path = base / "metrics.jsonl"
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    records = read_metrics(Path(directory) / DIRECTORY / METRICS_FILE)
     last = records[-1] if records else {}
-    return {"algo": settings.get("algo"), "every": settings.get("every"), "steps": len(records),
-            "reward": last.get("scalar"), "kl": last.get("kl"), "seconds": last.get("seconds_total", 0.0),
-            "curve": [[r["step"], r.get("scalar"), r.get("kl")] for r in records]}
+    return {"algo": settings.algo, "every": settings.every, "steps": len(records),
+            "reward": _number_or_none(last.get("scalar")), "kl": _number_or_none(last.get("kl")),
+            "seconds": _number_or_none(last.get("seconds_total")) or 0.0,
+            "curve": [[r["step"], _number_or_none(r.get("scalar")), _number_or_none(r.get("kl"))] for r in records]}

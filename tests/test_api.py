@@ -1,5 +1,7 @@
 """evo.api.evolve: one call from a notebook, a function and a Python scorer, a real run."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,40 @@ def test_program_text_wraps_a_function_in_markers():
     text = program_text(target)
     assert text.startswith("# EVOLVE-BLOCK-START\ndef target(x):") and text.endswith("# EVOLVE-BLOCK-END\n")
     assert program_text("x = 1\n") == "x = 1\n"
+
+
+SCORER_FILE = """
+import re
+
+import numpy as np
+from evo.sandbox import candidate
+
+def score(path):
+    f = candidate.load(path).target
+    return {"fit": 1.0 / (1.0 + float(np.mean([abs(f(x) - (3.0 * x - 1.0)) for x in np.linspace(-2, 2, 5)])))}
+"""
+
+
+def test_a_relative_scorer_file_is_found_from_the_callers_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "score.py").write_text(SCORER_FILE)
+    monkeypatch.chdir(tmp_path)  # the docstring's form: "score.py:evaluate", relative
+    with evolve(target, "score.py:score", objectives=["fit"], iterations=2, directory=tmp_path / "run", islands=1,
+                samples_per_prompt=1, timeout=20.0) as result:
+        assert result.best is not None and 0 < result.best.scalar <= 1  # evaluated in the sandbox
+    with pytest.raises(UserError, match="no file .*nosuch.py"):
+        evolve(target, "nosuch.py:score", objectives=["fit"], directory=tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"minimize": ["nosuch"]}, "minimize must be distinct names of objectives"),
+    ({"minimize": ["fit", "fit"]}, "minimize must be distinct names of objectives"),
+    ({"timeout": float("nan")}, "sandbox.timeout must be a finite number > 0"),
+    ({"timeout": -1.0}, "sandbox.timeout must be a finite number > 0"),
+    ({"timeout": 5.0}, "no time limit"),  # a Python function scorer runs in this process: refused, not ignored
+    ({"isolation": "nosuch"}, "sandbox.isolation must be one of"),
+])
+def test_evolve_refuses_what_a_spec_refuses_before_anything_is_written(tmp_path, settings, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        evolve(target, score, objectives=["fit", "error_size"], directory=tmp_path / "run", **settings)
+    assert not (tmp_path / "run").exists()

@@ -118,3 +118,63 @@ def test_the_candidate_cannot_touch_the_scorers_directory(tmp_path, namespaces):
     assert evaluation.ok, (evaluation.failure, evaluation.output)
     assert evaluation.extras == {"write_scorer": 0.0, "replace_secret": 0.0, "write_top": 0.0, "list_scorer": 0.0,
                                  "own_cwd_is_scorer": 0.0}
+
+
+KEY_SCORER = """
+import os
+from evo.sandbox import candidate
+
+def evaluate(path):
+    with open("answers.json", "w") as key:  # the scorer's answer key, in its own directory (its cwd)
+        key.write("the answer")
+    program = candidate.load(path)
+    found = program.attack(os.getcwd())
+    try:  # "compare the output with the answer key"
+        with open(os.path.join(os.path.dirname(path), "output.txt")) as output:
+            matched = float(output.read() == "the answer")
+    except OSError:
+        matched = 0.0
+    return {"a": matched, "b": 1.0, **found}
+"""
+
+GUESSING_CANDIDATE = """
+import os
+def attack(scorer_dir):
+    found = {}
+    try:  # the key's name guessed, next to the candidate's own directory
+        with open(os.path.join(os.path.dirname(os.getcwd()), "scorer", "answers.json")) as key:
+            found["read_key"] = float(key.read() == "the answer")
+    except OSError:
+        found["read_key"] = 0.0
+    for name, make in (("symlink", os.symlink), ("hardlink", os.link)):
+        target = os.path.join(scorer_dir, "answers.json")
+        try:
+            make(target, f"{name}.txt")
+            found[name] = 1.0
+        except OSError:
+            found[name] = 0.0
+    if found["symlink"]:
+        os.replace("symlink.txt", "output.txt")  # the scorer reads the link as the candidate's output
+    return found
+"""
+
+
+def _attack(tmp_path: Path, namespaces: str):
+    if not namespaces_available():
+        pytest.skip("separate users need root")
+    with _sandbox(tmp_path, KEY_SCORER, "process", namespaces) as box:
+        evaluation = box.evaluate(GUESSING_CANDIDATE)
+    assert evaluation.ok, (evaluation.failure, evaluation.output)
+    return evaluation
+
+
+@pytest.mark.parametrize("namespaces", [pytest.param("on", marks=needs_root), "off"])
+def test_the_candidate_cannot_read_a_scorers_file_by_guessing_its_name(tmp_path, namespaces):
+    assert _attack(tmp_path, namespaces).extras["read_key"] == 0.0  # the scorer's umask is 077
+
+
+@pytest.mark.parametrize("namespaces", [pytest.param("on", marks=needs_root), "off"])
+def test_the_scorer_never_reads_a_link_the_candidate_left_in_its_directory(tmp_path, namespaces):
+    evaluation = _attack(tmp_path, namespaces)
+    assert evaluation.scores[0] == 0.0  # the key was not compared with itself
+    assert (evaluation.extras["symlink"], evaluation.extras["hardlink"]) == (0.0, 0.0)

@@ -118,12 +118,14 @@ def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
              ({"sync_every": 2}, "--sync-every is for --engine ours"),
              ({"loss_norm": 7}, "drop --loss-norm"),
              ({"group": 1}, "--group >= 2"),
-             ({"options": {"k": 4}}, "bad --option for vpo: k (it takes: K, alpha, sobol)"),
-             ({"algo": "grpo", "options": {"K": 4}}, "bad --option for grpo: K (it takes: none)"),
              ({"vllm_options": {"mode": "server"}}, "--vllm-option with --engine trl needs --use-vllm")]
     for change, message in cases:
         with pytest.raises(UserError, match=re.escape(message)):
             refuse_unsupported(dataclasses.replace(base, **change), use_vllm=False)
+    for change, message in (({"options": {"k": 4}}, "bad --option for vpo: k (it takes: K, alpha, sobol)"),
+                            ({"algo": "grpo", "options": {"K": 4}}, "bad --option for grpo: K (it takes: none)")):
+        with pytest.raises(ValueError, match=re.escape(message)):  # refused with the config itself, for every engine
+            dataclasses.replace(base, **change)
     refuse_unsupported(dataclasses.replace(base, entropy_coef=0.1, loss_norm=64, snapshot_every=1, save_every=3), use_vllm=False)
 
 

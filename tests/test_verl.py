@@ -43,3 +43,10 @@ def test_rows_refuse_an_estimator_the_score_cannot_express():
 
     with pytest.raises(UserError, match="veRL's compute_score runs"):
         rows("maze", "maxk", count=2)
+
+
+@pytest.mark.parametrize("extra_info", [None, {}, {"task": "maze"}, {"task": "maze", "count": 3, "seed": 2, "algo": "vpo",
+                                                                       "m": 3, "options": "{}", "index": 7}])
+def test_compute_score_without_the_rows_extra_info_says_what_it_needs(extra_info):
+    with pytest.raises(ValueError, match="extra_info"):
+        compute_score(data_source="evo/maze", solution_str="x", ground_truth="", extra_info=extra_info)

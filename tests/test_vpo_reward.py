@@ -67,3 +67,22 @@ def test_the_readme_snippet_runs_as_it_is_with_grpo_trainer(tmp_path, monkeypatc
     assert trainer.state.global_step == 2
     logged = [h for h in trainer.state.log_history if "rewards/vpo/mean" in h]
     assert logged and all(np.isfinite(h["rewards/vpo/mean"]) for h in logged)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 1e308, 1e101])
+def test_a_vector_that_is_not_finite_or_overflows_is_a_value_error_never_a_score(value):
+    reward = VPOReward(lambda prompt, answer: [1.0, value], split_answers, K=8)
+    with pytest.raises(ValueError, match="finite and at most 1e"):
+        reward(prompts=["p"], completions=["a;b"])
+
+
+@pytest.mark.parametrize("settings", [{"alpha": np.nan}, {"alpha": -1.0}, {"alpha": np.inf}, {"K": 0}, {"K": 2.5},
+                                      {"sobol": "yes"}, {"missing": np.nan}, {"missing": -np.inf}])
+def test_settings_that_would_give_non_finite_scores_are_refused_when_made(settings):
+    with pytest.raises(ValueError, match="VPOReward"):
+        VPOReward(vector_reward, split_answers, **settings)
+
+
+def test_big_finite_vectors_score_finitely():
+    reward = VPOReward(lambda prompt, answer: [1e100, -1e100, 1e100], split_answers, K=8)
+    assert np.isfinite(reward(prompts=["p"], completions=["a;b"])).all()

@@ -15,7 +15,9 @@ any m >= 1 answers per rollout.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,14 +55,60 @@ class Entry:
 
 
 REGISTRY: dict[str, Entry] = {}
+INPUTS = ("weights", "rng", "goals", "archive")  # keyword arguments the trainer supplies; the others are options
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class Option:
+    """The rule an estimator option's value obeys (checked before any training starts)."""
+
+    what: str
+    accepts: Callable[[object], bool]
+
+
+OPTIONS: dict[str, Option] = {
+    "K": Option("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+    "alpha": Option("a finite number > 0", lambda v: _number(v) and v > 0),
+    "sobol": Option("True or False", lambda v: isinstance(v, bool)),
+    "k": Option("an integer >= 2 (or None: G // 2)", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 2)),
+    "eps": Option("a finite number > 0", lambda v: _number(v) and v > 0),
+}
+
+
+def option_names(function: Estimator) -> tuple[str, ...]:
+    """An estimator's options: its keyword-only parameters the trainer does not supply."""
+    return tuple(p.name for p in inspect.signature(function).parameters.values()
+                 if p.kind is p.KEYWORD_ONLY and p.name not in INPUTS)
 
 
 def register(name: str, prompt: str = "single", archive: bool = False) -> Callable[[Estimator], Estimator]:
     def decorate(function: Estimator) -> Estimator:
+        unruled = [option for option in option_names(function) if option not in OPTIONS]
+        if unruled:
+            raise ValueError(f"estimator {name}: option {unruled[0]!r} has no rule in OPTIONS")
         REGISTRY[name] = Entry(function, prompt, archive)
         return function
 
     return decorate
+
+
+def option_problem(name: str, options: Mapping[str, object], group: int | None = None) -> str:
+    """What is wrong with estimator `name`'s `options` ('' when nothing): an option it does not
+    take, or a value its rule refuses; with `group` (G, rollouts per prompt) also maxk's k > G."""
+    known = option_names(entry(name).function)
+    unknown = sorted(set(options) - set(known), key=str)
+    if unknown:
+        return f"{', '.join(map(str, unknown))} (it takes: {', '.join(known) or 'none'})"
+    for key, value in options.items():
+        if not OPTIONS[key].accepts(value):
+            return f"{key} must be {OPTIONS[key].what}, got {value!r}"[:200]
+    if group is not None and options.get("k") is not None and options["k"] > group:
+        return f"k must be <= G, the rollouts per prompt ({group}), got {options['k']}"
+    return ""
 
 
 def entry(name: str) -> Entry:

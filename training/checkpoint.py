@@ -18,11 +18,12 @@ from pathlib import Path
 
 import torch
 
+from evo import training_log
 from evo.errors import UserError
 
 STATE_FILE = "trainer_state.pt"
 STAGING, COMPLETE = ".saving", "COMPLETE"  # a save in progress; its mark once every file is written
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = training_log.METRICS_FILE
 SNAPSHOTS = "steps"  # out/steps/000100: the weights after step 100, for held-out curves
 
 
@@ -61,9 +62,8 @@ def ship(run: Path, out: Path, step: int = 0) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     export(model, tokenizer, out, half=True)
     shutil.copy(run / CONFIG_FILE, out / CONFIG_FILE)
-    rows = (run / METRICS_FILE).read_text().splitlines()
-    kept = [row for row in rows if not step or json.loads(row)["step"] <= step]
-    (out / METRICS_FILE).write_text("".join(row + "\n" for row in kept))
+    kept = [record for record in read_metrics(run) if not step or record["step"] <= step]
+    (out / METRICS_FILE).write_text("".join(json.dumps(record) + "\n" for record in kept))
     return out
 
 
@@ -128,32 +128,10 @@ def append_metrics(directory: Path, record: dict) -> None:
 
 
 def read_metrics(directory: Path) -> list[dict]:
-    """The logged records; a partial last line (a kill while appending) is left out, any
-    other unreadable line is a one-line UserError."""
-    path = Path(directory) / METRICS_FILE
-    if not path.exists():
-        return []
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: unreadable ({error}); move it away to resume without the old metrics") from None
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            if number == len(lines):
-                break  # a record cut short by a kill: it is logged again when its step reruns
-            raise UserError(f"{path}: line {number} is not a metrics record; move the file away to resume without it")
-        records.append(record)
-    return records
+    """The logged records (evo.training_log.read_metrics: a partial last line is left out)."""
+    return training_log.read_metrics(Path(directory) / METRICS_FILE)
 
 
 def truncate_metrics(directory: Path, steps: int) -> None:
     """Keep the records of the first `steps` steps (a run killed after logging, before saving)."""
-    kept = [r for r in read_metrics(directory) if r["step"] <= steps]
-    (directory / METRICS_FILE).write_text("".join(json.dumps(r) + "\n" for r in kept))
+    training_log.truncate_metrics(Path(directory) / METRICS_FILE, steps)

@@ -8,10 +8,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from training import advantages
 from training.models import ModelOptions
 
 CONFIG_FILE = "train_config.json"
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
+# the field types TrainConfig checks (annotations as written, under `from __future__ import annotations`)
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)),
+          "dict[str, Any]": (dict,)}
+_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+          "bool | None": "true, false or null", "dict[str, Any]": "a table of KEY = VALUE"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,7 @@ class TrainConfig:
     lora_alpha: float = 16.0
 
     def __post_init__(self) -> None:
+        self._check_types()
         for name, low, low_open in (("lr", 0.0, True), ("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
                                     ("eps_low", 0.0, False), ("eps_high", 0.0, False), ("kl_coef", 0.0, False),
                                     ("entropy_coef", 0.0, False), ("diversity_coef", 0.0, False),
@@ -80,6 +87,18 @@ class TrainConfig:
             raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
         if self.micro_batches > self.prompts * self.group:
             raise ValueError(f"micro_batches ({self.micro_batches}) exceeds the rollouts per step ({self.prompts * self.group})")
+        if self.algo not in advantages.REGISTRY:
+            raise ValueError(f"unknown algorithm {self.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
+        problem = advantages.option_problem(self.algo, self.options, group=self.group)
+        if problem:
+            raise ValueError(f"bad --option for {self.algo}: {problem}")
+
+    def _check_types(self) -> None:
+        """Every field holds its declared type (a value read from JSON or typed on a command line)."""
+        for f in fields(self):
+            value, kind = getattr(self, f.name), _TYPES.get(str(f.type))
+            if kind is not None and (isinstance(value, bool) and bool not in kind or not isinstance(value, kind)):
+                raise ValueError(f"{f.name} must be {_NAMES[str(f.type)]}, got {value!r}"[:200])
 
     @property
     def model_options(self) -> ModelOptions:

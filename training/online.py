@@ -24,17 +24,19 @@ gets, per group, the front of what the database held when its prompt was asked.
 
 State in RUN/online/: settings.json, groups/ITERATION.json (prompt token ids and completions,
 written before the loop journals them), state.pt (weights, optimizer, step; replaced
-atomically after each step) and metrics.jsonl (one line per step).
+atomically after each step) and metrics.jsonl (one line per step); each is typed and checked
+on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
+settings are made, before any work (OnlineSettings); a step whose loss or gradient is not
+finite stops the run before the optimizer applies it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from contextlib import closing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +47,13 @@ from evo.database import DB_FILE
 from evo.database.journal import DUPLICATE, PARSE_ERROR, CandidateJournal
 from evo.database.store import Store
 from evo.errors import UserError
-from evo.training_log import DIRECTORY
+from evo.training_log import DIRECTORY, METRICS_FILE, SETTINGS_FILE, Settings, damaged, move_online, truncate_metrics
 from evo.metrics import pareto_mask
 from evo.policies.base import Completion
 from evo.scores import scalarize
 from training import advantages
 from training.config import TrainConfig
+from training.online_files import GROUPS, Group, load_state, save_state
 from training.rollouts import Rollouts
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens")
@@ -58,11 +61,9 @@ LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer 
 
 
 @dataclass(frozen=True)
-class OnlineSettings:
-    algo: str
-    every: int = 4  # committed iterations per PPO step
-    train: dict = field(default_factory=dict)  # TrainConfig fields (TRAIN_FIELDS)
-    options: dict = field(default_factory=dict)  # estimator options (K, alpha, ...)
+class OnlineSettings(Settings):
+    """The run's training settings (RUN/online/settings.json), every value checked when made:
+    on the command line before any work, and when read back on --resume."""
 
     def __post_init__(self) -> None:
         if self.algo not in advantages.REGISTRY:
@@ -71,10 +72,32 @@ class OnlineSettings:
             raise UserError(f"--train {self.algo}: a search prompt asks for one program; use a single-answer estimator or vpo_archive")
         if self.every < 1:
             raise UserError(f"--train-every must be >= 1, got {self.every}")
-        unknown = sorted(set(self.train) - set(TRAIN_FIELDS))
+        names = advantages.option_names(advantages.entry(self.algo).function)
+        unknown = sorted(set(self.train) - set(TRAIN_FIELDS)) + sorted(set(self.options) - set(names))
         if unknown:
-            raise UserError(f"--train-option {unknown[0]}: not a training setting ({', '.join(TRAIN_FIELDS)}) "
-                            "or an estimator option")
+            raise UserError(f"--train-option {unknown[0]}: neither a training setting ({', '.join(TRAIN_FIELDS)}) "
+                            f"nor an option of {self.algo} ({', '.join(names) or 'none'})")
+        if self.train.get("max_new_tokens", LOSS_TOKENS) == 0:
+            raise UserError("--train-option max_new_tokens must be >= 1 (the loss is divided by rollouts x it)")
+        self.check_group(None)
+        try:  # the training settings' values (the options were checked above, G is the search's)
+            TrainConfig(task="online", algo=self.algo, init="-", out="-", **{"max_new_tokens": LOSS_TOKENS, **self.train})
+        except ValueError as error:
+            raise UserError(f"--train-option {error}") from None
+
+    def check_group(self, group: int | None) -> None:
+        """Refuse an estimator option's bad value; with `group` (completions per prompt) also maxk's k > G."""
+        problem = advantages.option_problem(self.algo, self.options, group)
+        if problem:
+            raise UserError(f"--train-option {problem}")
+
+    def train_config(self, init: str, out: str, *, seed: int, group: int | None = None) -> TrainConfig:
+        """The trainer's settings; `group`: the search's completions per prompt (None: unknown,
+        large enough for the options)."""
+        self.check_group(group)
+        group = group or max(TrainConfig.group, self.options.get("k") or 0)
+        return TrainConfig(task="online", algo=self.algo, init=init, out=out, seed=seed, group=group,
+                           options=dict(self.options), **{"max_new_tokens": LOSS_TOKENS, **self.train})
 
     @classmethod
     def of(cls, algo: str, every: int, pairs: dict[str, Any]) -> "OnlineSettings":
@@ -82,35 +105,35 @@ class OnlineSettings:
         train = {k: v for k, v in pairs.items() if k in TRAIN_FIELDS}
         return cls(algo, every, train, {k: v for k, v in pairs.items() if k not in TRAIN_FIELDS})
 
-    def save(self, run: Path) -> None:
-        directory = Path(run) / DIRECTORY
-        directory.mkdir(parents=True, exist_ok=True)
-        _write_atomic(directory / "settings.json", json.dumps(asdict(self), indent=2) + "\n")
-
     @classmethod
     def read(cls, run: Path) -> "OnlineSettings | None":
-        path = Path(run) / DIRECTORY / "settings.json"
-        return cls(**json.loads(path.read_text())) if path.exists() else None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(text)
-    os.replace(partial, path)
+        """The run's settings, or None when it did not train; a damaged file is one line."""
+        typed = Settings.read(run)
+        if typed is None:
+            return None
+        try:
+            return cls(**asdict(typed))
+        except UserError as error:
+            path = Path(run) / DIRECTORY / SETTINGS_FILE
+            raise damaged(path, f"not the run's training settings ({error})", move_online(run)) from None
 
 
 class OnlinePolicy:
     """A `local:` or `vllm:` policy that trains itself on the run's committed groups (see the module doc)."""
 
     def __init__(self, policy, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
-                 objectives: tuple[str, ...], weights: np.ndarray) -> None:
+                 objectives: tuple[str, ...], weights: np.ndarray, group: int | None = None) -> None:
         if not (hasattr(policy, "sampler") or hasattr(policy, "load_weights")):
             raise UserError("--train needs a local:PATH or vllm:PATH policy (trained in this process)")
         self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
         self.d, self.weights = len(objectives), np.asarray(weights, dtype=np.float64)
         self.directory = Path(run) / DIRECTORY
-        (self.directory / "groups").mkdir(parents=True, exist_ok=True)
-        settings.save(run)
+        if not (self.directory / SETTINGS_FILE).exists():  # a resumed run's are read from there
+            settings.save(run)
+        try:
+            (self.directory / GROUPS).mkdir(exist_ok=True)
+        except OSError as error:
+            raise UserError(f"cannot create {self.directory / GROUPS} ({error.strerror}); pick a writable --out") from None
         self.database = Path(run) / DB_FILE
         if hasattr(policy, "sampler"):  # local: the torch model that samples is the one trained
             self.model, self.tokenizer = policy.sampler.model, policy.sampler.tokenizer
@@ -118,9 +141,7 @@ class OnlinePolicy:
             from training import models
 
             self.model, self.tokenizer = models.load(str(policy.path))
-        train = {"max_new_tokens": LOSS_TOKENS, **settings.train}
-        self.config = TrainConfig(task="online", algo=settings.algo, init=str(policy.path), out=str(self.directory),
-                                  seed=seed, options=dict(settings.options), **train)
+        self.config = settings.train_config(str(policy.path), str(self.directory), seed=seed, group=group)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
         self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
         if self.config.kl_coef > 0:
@@ -152,18 +173,12 @@ class OnlinePolicy:
     # -- state -----------------------------------------------------------------------------
 
     def _resume(self) -> None:
-        path = self.directory / "state.pt"
-        if not path.exists():
+        loaded = load_state(self.directory, self.model, self.optimizer)
+        if loaded is None:
             return
-        state = torch.load(path, weights_only=False)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.step, self.seconds = state["step"], state["seconds"]
+        self.step, self.seconds = loaded
         self._push()
-        metrics = self.directory / "metrics.jsonl"
-        if metrics.exists():
-            lines = metrics.read_text().splitlines()[: self.step]
-            _write_atomic(metrics, "".join(line + "\n" for line in lines))
+        truncate_metrics(self.directory / METRICS_FILE, self.step)  # a kill between a step's line and its state
 
     def _push(self) -> None:
         """A vllm: policy's engine gets the trained weights (a local: policy samples with them already)."""
@@ -172,18 +187,16 @@ class OnlinePolicy:
 
     def _save(self, record: dict) -> None:
         """The step's metrics line, then the state (a kill between the two: the line is cut on resume)."""
-        with open(self.directory / "metrics.jsonl", "a") as handle:
-            handle.write(json.dumps(record) + "\n")
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
-                 "seconds": self.seconds}
-        partial = self.directory / "state.pt.tmp"
-        torch.save(state, partial)
-        os.replace(partial, self.directory / "state.pt")
+        try:
+            with open(self.directory / METRICS_FILE, "a") as handle:
+                handle.write(json.dumps(record) + "\n")
+        except OSError as error:
+            raise UserError(f"cannot write {self.directory / METRICS_FILE} ({error.strerror}); free space or make it "
+                            f"writable, then continue with evo run --resume {self.directory.parent}") from None
+        save_state(self.directory, self.model, self.optimizer, self.step, self.seconds)
 
     def _record(self, iteration: int, asked: int, prompt: list[int], row: list[Completion]) -> None:
-        data = {"asked": asked, "prompt": prompt,
-                "completions": [[c.text, list(c.token_ids), c.finish_reason] for c in row]}
-        _write_atomic(self.directory / "groups" / f"{iteration:08d}.json", json.dumps(data))
+        Group(asked, tuple(prompt), tuple((c.text, tuple(c.token_ids), c.finish_reason) for c in row)).write(self.directory, iteration)
 
     def _generated(self) -> int:
         """The iteration the next group starts at: one past the journal's last (the loop tells
@@ -204,13 +217,14 @@ class OnlinePolicy:
 
         started = time.perf_counter()
         iterations = range((k - 1) * self.settings.every, k * self.settings.every)
-        groups = [json.loads((self.directory / "groups" / f"{i:08d}.json").read_text()) for i in iterations]
+        vocabulary = self.model.get_input_embeddings().num_embeddings
+        groups = [Group.read(self.directory, i, vocabulary) for i in iterations]
         rewards, truncated, failed, archives = self._rewards(iterations, groups)
         rng = np.random.default_rng([self.seed, k])
         extra = {"archive": advantages.pad_archives(archives, self.d)} if advantages.entry(self.settings.algo).archive else {}
         adv = advantages.compute(self.settings.algo, rewards, weights=self.weights, rng=rng, **extra, **self.settings.options)
-        completions = [[Completion(t, tuple(ids), finish_reason=f) for t, ids, f in g["completions"]] for g in groups]
-        samples = as_rollout([g["prompt"] for g in groups], completions, self.tokenizer.pad_token_id,
+        completions = [[Completion(t, ids, finish_reason=f) for t, ids, f in g.completions] for g in groups]
+        samples = as_rollout([g.prompt for g in groups], completions, self.tokenizer.pad_token_id,
                              next(self.model.parameters()).device)
         rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, failed, truncated)
         state = State(self.config, None, self.model, self.tokenizer, self.optimizer, self.reference, self.step)
@@ -225,18 +239,19 @@ class OnlinePolicy:
                     "best": float(scalars.max()), "advantage_abs": float(np.abs(adv).mean()), **record,
                     "seconds": time.perf_counter() - started, "seconds_total": self.seconds})
 
-    def _rewards(self, iterations: range, groups: list[dict]):
+    def _rewards(self, iterations: range, groups: list[Group]):
         """(B, G, 1, d) rewards, (B, G) truncated and unscored flags, and each group's archive."""
         with closing(Store(self.database)) as store:
             journal = CandidateJournal(store)
             candidates = {(c.iteration, c.slot): c for c in journal.candidates(since=iterations[0])}
             evaluations = journal.evaluations(since=0)
             initial = [p.scores for p in store.programs() if p.policy == "initial" and p.ok]
-        g = len(groups[0]["completions"])
-        if any(len(group["completions"]) != g for group in groups):
-            raise RuntimeError("online training needs the same number of completions per prompt")
+        g = len(groups[0].completions)
+        if any(len(group.completions) != g for group in groups):
+            raise damaged(self.directory / GROUPS, f"the groups of iterations {iterations[0]}-{iterations[-1]} hold "
+                          "different numbers of completions", move_online(self.directory.parent))
         rewards = np.zeros((len(groups), g, 1, self.d))
-        truncated = np.array([[f != "stop" for _, _, f in group["completions"]] for group in groups])
+        truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
         for b, i in enumerate(iterations):
             for slot in range(g):
                 candidate, evaluation = candidates.get((i, slot)), evaluations.get((i, slot))
@@ -244,7 +259,7 @@ class OnlinePolicy:
                 if scored and evaluation is not None and evaluation.ok and not truncated[b, slot]:
                     rewards[b, slot, 0] = evaluation.scores
         failed = ~rewards.any(axis=(2, 3))
-        archives = [self._front(initial, evaluations, max(0, group["asked"] - self.lag)) for group in groups]
+        archives = [self._front(initial, evaluations, max(0, group.asked - self.lag)) for group in groups]
         return rewards, truncated, failed, archives
 
     def _front(self, initial: list, evaluations: dict, cutoff: int) -> np.ndarray:

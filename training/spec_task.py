@@ -37,6 +37,7 @@ from tasks.base import Instance, ParseError
 from training.advantages import pad_archives
 
 POLICY_NAME = "train"  # the policy name stored with the training proposals
+DB_FILES = (DB_FILE, DB_FILE + "-wal", DB_FILE + "-shm", DB_FILE + "-journal")  # the database and SQLite's side files
 NEVER = 10**12  # the Evolution's budget: training, not the spec, decides when to stop
 
 
@@ -53,14 +54,26 @@ class SpecPrompt:
         return self.group.prompts[self.offset]
 
 
-def copy_database(run: Path, out: Path) -> None:
-    """A consistent copy of a run's program database (WAL included) into `out`."""
+def copy_database(run: Path, out: Path, config) -> None:
+    """A consistent copy of a run's program database (WAL included) into `out`, once the run's
+    database has been read and accepted `config` (the spec's): a refusal copies nothing."""
     source = Path(run) / DB_FILE
     if not source.exists():
         raise UserError(f"--from-run {run}: not a run directory (no {DB_FILE}); point it at an `evo run --out` directory")
-    with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
-            closing(sqlite3.connect(Path(out) / DB_FILE)) as writer:
-        reader.backup(writer)
+    try:
+        Database.open(run, config, read_only=True).close()
+    except UserError as error:
+        raise UserError(f"--from-run {run}: {error}") from None
+    target = Path(out) / DB_FILE
+    try:
+        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
+                closing(sqlite3.connect(target)) as writer:
+            reader.backup(writer)
+    except sqlite3.DatabaseError as error:
+        for name in DB_FILES:
+            (Path(out) / name).unlink(missing_ok=True)
+        raise UserError(f"--from-run {run}: cannot copy its program database ({error}); restore it or run without "
+                        "--from-run") from None
 
 
 class SpecTask:
@@ -86,7 +99,7 @@ class SpecTask:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         if from_run is not None and not (out / DB_FILE).exists():
-            copy_database(Path(from_run), out)
+            copy_database(Path(from_run), out, spec.database_config(seed))
         db = Database.open(out, spec.database_config(seed))
         evaluator = None
         try:
@@ -226,12 +239,32 @@ class SpecSource:
 
     @classmethod
     def read(cls, out: Path) -> "SpecSource":
+        """The source a spec training run in `out` was started with; a damaged file is one line."""
         path = Path(out) / SOURCE_FILE
         try:
-            return cls(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError) as error:
+            raw = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as error:
             raise UserError(f"{path}: cannot read the spec training run's source ({error}); start a new run") from None
+        problem = _source_problem(raw)
+        if problem:
+            raise UserError(f"{path}: not a spec training run's source ({problem}); restore it or start a new run")
+        return cls(**raw)
 
     def open(self, out: Path, *, seed: int, prompts_per_step: int) -> SpecTask:
+        """The task over the database in `out` (made here by a fresh start)."""
         return SpecTask.open(self.load(), out, seed=seed, prompts_per_step=prompts_per_step,
                              from_run=None if self.from_run is None else Path(self.from_run))
+
+
+def _source_problem(raw: object) -> str:
+    """What is wrong with a parsed spec_task.json ('' when nothing)."""
+    if not isinstance(raw, dict) or set(raw) - {"spec", "overrides", "from_run"} or "spec" not in raw:
+        return "expected an object with 'spec', 'overrides' and 'from_run'"
+    if not isinstance(raw["spec"], str) or not raw["spec"]:
+        return f"'spec' should be the spec's path, found {raw['spec']!r}"[:200]
+    overrides = raw.get("overrides", {})
+    if not isinstance(overrides, dict) or not all(isinstance(key, str) for key in overrides):
+        return f"'overrides' should be a table of dotted spec keys, found {overrides!r}"[:200]
+    if not (raw.get("from_run") is None or isinstance(raw["from_run"], str)):
+        return f"'from_run' should be a run directory or null, found {raw['from_run']!r}"[:200]
+    return ""

@@ -201,7 +201,10 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
             for key in ("clipped", "entropy", "kl"):
                 sums[key] += getattr(parts, key)
             sums["loss"] += float(parts.loss.detach())
-        sums["grad_norm"] += float(torch.nn.utils.clip_grad_norm_(state.optimizer.param_groups[0]["params"], config.max_grad_norm))
+        norm = float(torch.nn.utils.clip_grad_norm_(state.optimizer.param_groups[0]["params"], config.max_grad_norm))
+        if not (math.isfinite(sums["loss"]) and math.isfinite(norm)):  # before AdamW writes NaN into every weight
+            raise not_finite(state.step + 1, {"loss": sums["loss"], "grad_norm": norm, "advantage_abs": float(np.abs(adv).mean())})
+        sums["grad_norm"] += norm
         state.optimizer.step()
     tokens = float(mask.sum()) * config.ppo_epochs
     record = {
@@ -213,6 +216,13 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     if entropy:
         record["entropy"] = sums["entropy"] / max(tokens, 1.0)
     return record
+
+
+def not_finite(step: int, record: dict) -> UserError:
+    """The one line for a step whose figures are not finite: nothing of it was applied or saved."""
+    bad = ", ".join(f"{k}={v}" for k, v in record.items() if isinstance(v, float) and not math.isfinite(v))
+    return UserError(f"step {step}: non-finite {bad}; the step was not applied and the last saved state is kept: "
+                     "lower lr, or check the estimator options and the task's rewards")
 
 
 def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
@@ -277,12 +287,14 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
     state = setup(config, resume, task)
     config = state.config  # with the token budget resolved
     config.save(out)
+    if not resume:  # a start killed before its first checkpoint logged steps that run again now
+        checkpoint.truncate_metrics(out, 0)
     records = []
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, desc=f"{config.algo}", unit="step")
     while state.step < config.steps:
         record = train_step(state)
         if not all(math.isfinite(v) for v in record.values()):
-            raise RuntimeError(f"non-finite metrics at step {record['step']}: {record}")
+            raise not_finite(record["step"], record)
         checkpoint.append_metrics(out, record)
         records.append(record)
         check_signal(records, config)

@@ -16,8 +16,9 @@ from evo.commands import params
 from evo.errors import UserError
 
 
-def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, options: tuple[str, ...]) -> dict:
-    """NAME -> OnlineSettings for `--train NAME=ALGO` (policies trained during each of their runs)."""
+def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, options: tuple[str, ...], group: int) -> dict:
+    """NAME -> OnlineSettings for `--train NAME=ALGO` (policies trained during each of their runs),
+    every option checked (`group`: the spec's completions per prompt)."""
     if not pairs:
         if every is not None or options:
             raise UserError("--train-every and --train-option go with --train NAME=ALGO")
@@ -31,7 +32,10 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
         if not uris[name].startswith(("local:", "vllm:")):
             raise UserError(f"--train {name}: only a local:PATH or vllm:PATH policy trains in this process, not {uris[name]!r}")
-    return {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
+    settings = {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
+    for one in settings.values():
+        one.check_group(group)
+    return settings
 
 
 def trained(settings):
@@ -44,7 +48,8 @@ def trained(settings):
         fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
         lag = int(config.loop["depth"]) * int(config.loop["batch"])
         return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=lag,
-                            objectives=spec.problem.objectives, weights=spec.problem.weights)
+                            objectives=spec.problem.objectives, weights=spec.problem.weights,
+                            group=spec.search.samples_per_prompt)
 
     return wrap
 
@@ -64,8 +69,8 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     uris = params.parse_pairs(policies, "--policy")
     if not uris:
         raise UserError("give at least one --policy NAME=URI")
-    online = trainers(train, uris, train_every, train_options)
-    forced = {name: m for name, m in params.answers_pairs(answers, uris).items()}
+    online = trainers(train, uris, train_every, train_options, spec.search.samples_per_prompt)
+    forced = params.answers_pairs(answers, uris)
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work

@@ -146,6 +146,8 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
         for uri in named.values():
             fit.check(spec, uri)  # a local: model too small for these prompts: before its weights load
     online = _online_settings(train_algo, train_every, train_options, resume_dir)
+    if online is not None:
+        online.check_group(spec.search.samples_per_prompt)  # every training option checked before any work
     if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith(("local:", "vllm:"))):
         raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
     _set_threads(threads, named.values())
@@ -185,4 +187,5 @@ def _trained_online(config, loaded: dict, settings) -> dict:
     (name, policy), = loaded.items()
     lag = int(config.loop["depth"]) * int(config.loop["batch"])
     return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=lag,
-                               objectives=spec.problem.objectives, weights=spec.problem.weights)}
+                               objectives=spec.problem.objectives, weights=spec.problem.weights,
+                               group=spec.search.samples_per_prompt)}

@@ -248,7 +248,7 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None, f
         t = data["training"]
         reward = "-" if t["reward"] is None else f"{t['reward']:.4g}"
         kl = "-" if t["kl"] is None else f"{t['kl']:.3g}"
-        click.echo(f"training ({t['algo']}, every {t['every']} iterations): {t['steps']} steps, last reward {reward}, "
+        click.echo(f"training ({printable(str(t['algo']))}, every {t['every']} iterations): {t['steps']} steps, last reward {reward}, "
                    f"KL {kl}, {t['seconds']:.1f} s training")
     front = data["pareto"]
     click.echo(f"pareto front: {len(front)} distinct score vectors ({sum(e['count'] for e in front)} programs)")

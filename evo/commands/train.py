@@ -66,6 +66,9 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
 
     if resume:
         recover(out)  # a save killed half-way: finished or dropped, never weights of one step with state of another
+        if not holds_run(out, engine) and unfinished_start(out):
+            raise UserError(f"{out} holds a spec training that stopped before its first checkpoint: run the same "
+                            "command without --resume to start its training again (its program database is kept)")
         if not holds_run(out, engine) or not (out / CONFIG_FILE).exists():
             raise UserError(f"{out} holds no trainer checkpoint to resume (run without --resume first)")
         config = TrainConfig.load(out)
@@ -119,10 +122,7 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
         raise UserError("--use-vllm is for --engine trl; the project's trainer takes --rollouts vllm")
     from training.trainer import run
 
-    try:
-        return run(config, resume=resume, progress=progress, task=task)
-    except TypeError as error:  # an estimator option it does not take
-        raise UserError(f"bad --option for {config.algo}: {error}") from None
+    return run(config, resume=resume, progress=progress, task=task)  # its options were checked with the config
 
 
 def spec_source(spec: Path | None, from_run: Path | None, sets: tuple[str, ...], settings: dict, out: Path):
@@ -146,23 +146,56 @@ def spec_source(spec: Path | None, from_run: Path | None, sets: tuple[str, ...],
 
     source = SpecSource(str(spec.resolve()), spec_overrides({}, sets), None if from_run is None else str(from_run.resolve()))
     source.load()  # a bad spec or override: one line, before anything is written
-    if (out / DB_FILE).exists():
+    if (out / DB_FILE).exists() and not unfinished_start(out):
         raise UserError(f"{out} already holds a program database ({DB_FILE}); pass --resume or choose another --out")
     settings["task"], settings["algo"] = source.task_name, algo
     return source
 
 
-def open_spec_task(config, source):
-    """The spec's training task over the database in --out (None for a built-in task family)."""
-    from training.spec_task import TASK_PREFIX, SpecSource
+def unfinished_start(out: Path) -> bool:
+    """Whether `out` holds a spec training killed or refused before its first checkpoint: the
+    same command starts its training again, over the program database it made."""
+    from training.checkpoint import has_state
+    from training.spec_task import SOURCE_FILE
 
-    if not config.task.startswith(TASK_PREFIX):
-        return None
+    return (out / SOURCE_FILE).is_file() and not has_state(out)
+
+
+def open_spec_task(config, source, resume: bool):
+    """The spec's training task over the database in --out (None for a built-in task family):
+    on --resume the one the run was started on; on a fresh start `source`'s, and a refusal
+    while opening it removes what the start wrote."""
+    from training.config import CONFIG_FILE
+    from training.spec_task import DB_FILES, SOURCE_FILE, TASK_PREFIX, SpecSource
+
     out = Path(config.out)
-    source = source or SpecSource.read(out)
+    if resume:
+        if not (out / SOURCE_FILE).exists() and not config.task.startswith(TASK_PREFIX):
+            return None  # a built-in task family
+        source = SpecSource.read(out)
+        if config.task != source.task_name:
+            raise UserError(f"{out / CONFIG_FILE}: task {config.task!r} is not the one this spec training run was "
+                            f"started on ({source.task_name}); restore the file, or start a new --out")
+        return source.open(out, seed=config.seed, prompts_per_step=config.prompts)
+    if source is None:
+        return None
+    saved = SpecSource.read(out) if (out / SOURCE_FILE).exists() else None
+    if saved is not None and saved != source:
+        raise UserError(f"{out} holds the unfinished start of a training on {saved.spec} (overrides {saved.overrides}, "
+                        f"--from-run {saved.from_run}); repeat that command, or choose another --out")
+    written = [name for name in (SOURCE_FILE, *DB_FILES) if not (out / name).exists()]  # what a refusal removes
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     source.save(out)
-    return source.open(out, seed=config.seed, prompts_per_step=config.prompts)
+    try:
+        return source.open(out, seed=config.seed, prompts_per_step=config.prompts)
+    except BaseException:
+        if saved is None:  # refused at its start: leave --out as it was
+            for name in written:
+                (out / name).unlink(missing_ok=True)
+            if made and not any(out.iterdir()):
+                out.rmdir()
+        raise
 
 
 @click.command()
@@ -246,7 +279,7 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
     torch.set_num_threads(threads)
     context = click.get_current_context()
     given = {name for name in settings if context.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
-    task = open_spec_task(config, source)
+    task = open_spec_task(config, source, resume)
     try:
         records = train_with(engine, config, resume=resume, use_vllm=use_vllm, progress=progress, given=given, task=task)
     finally:

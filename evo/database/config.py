@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from evo.database.hashing import DEDUPE
 from evo.database.topology import TOPOLOGIES
 from evo.errors import UserError
-from evo.scores import weights_problem
+from evo.scores import minimize_problem, weights_problem
 from evo.selection import check_name, check_options
 
 FEATURE_SOURCES = ("code_length", "objective:<name>", "scorer:<key>")
@@ -121,6 +121,9 @@ class DatabaseConfig:
         object.__setattr__(self, "minimize", tuple(self.minimize))
         if not self.objectives or len(set(self.objectives)) != len(self.objectives):
             raise UserError(f"objectives must be distinct names, got {list(self.objectives)}")
+        problem = minimize_problem(self.minimize, self.objectives)
+        if problem:
+            raise UserError(f"minimize must be {problem}, got {list(self.minimize)}"[:300])
         if self.weights is not None:
             weights = tuple(float(w) for w in self.weights)
             problem = weights_problem(weights, len(self.objectives))

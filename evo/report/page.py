@@ -127,8 +127,8 @@ def _training(page: dict) -> str:
         return ""
     rows = [[step, "-" if reward is None else f"{reward:.4g}", "-" if kl is None else f"{kl:.3g}"]
             for step, reward, kl in t["curve"]]
-    head = (f"<p>{escape(str(t['algo']))}, one PPO step every {t['every']} committed iterations: {t['steps']} steps, "
-            f"{t['seconds']:.1f} s spent training.</p>")
+    head = (f"<p>{escape(str(t['algo']))}, one PPO step every {escape(str(t['every']))} committed iterations: "
+            f"{escape(str(t['steps']))} steps, {float(t['seconds']):.1f} s spent training.</p>")
     return head + (_table(["step", "reward (mean scalar)", "KL"], rows) if rows else "")
 
 

@@ -82,6 +82,7 @@ def _read_all(fd: int) -> bytes:
 
 
 def _confine(config: dict[str, Any]) -> None:
+    os.umask(0o077)  # the scorer's files are its own: the candidate cannot read one by guessing its name
     if not config["split"]:  # the candidate's code runs in this process
         lockdown.candidate_process(config)
         return

@@ -115,35 +115,38 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Filter))]
 
 
-# (audit arch, socket, io_uring_setup, first x32 syscall or None) per machine
+# (audit arch, socket, io_uring_setup, first x32 syscall or None, link syscalls) per machine
 _MACHINE = os.uname().machine
-_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425, 0x40000000), "aarch64": (0xC00000B7, 198, 425, None)}
+_SECCOMP_ARCH = {"x86_64": (0xC000003E, 41, 425, 0x40000000, (86, 88, 265, 266)),  # link symlink linkat symlinkat
+                 "aarch64": (0xC00000B7, 198, 425, None, (37, 36))}  # linkat symlinkat
 
 
-def seccomp_sockets(inet: bool) -> bool:
+def seccomp_sockets(inet: bool, links: bool = False) -> bool:
     """seccomp: socket(AF_UNIX) fails with EACCES (no connect() to the host's Unix sockets;
     socketpair and pipes still work, so multiprocessing does), as do io_uring and every
-    syscall of a foreign ABI; with `inet` (no network namespace) also AF_INET/AF_INET6.
-    Inherited by every process started afterwards. Needs PR_SET_NO_NEW_PRIVS first. False
-    on a machine we have no syscall numbers for."""
-    program = seccomp_program(inet)
+    syscall of a foreign ABI; with `inet` (no network namespace) also AF_INET/AF_INET6; with
+    `links` (a candidate's process) also symlink and link, so no file the scorer reads in the
+    candidate's directory can lead elsewhere. Inherited by every process started afterwards.
+    Needs PR_SET_NO_NEW_PRIVS first. False on a machine we have no syscall numbers for."""
+    program = seccomp_program(inet, links)
     if program is None:
         return False
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(program), 0, 0), "seccomp")
     return True
 
 
-@functools.lru_cache(maxsize=2)
-def seccomp_program(inet: bool) -> "_Program | None":
+@functools.lru_cache(maxsize=4)
+def seccomp_program(inet: bool, links: bool = False) -> "_Program | None":
     """The filter of `seccomp_sockets`, built once (the zygote builds it before it forks)."""
     if _MACHINE not in _SECCOMP_ARCH:
         return None
-    arch, socket_nr, uring_nr, x32 = _SECCOMP_ARCH[_MACHINE]
+    arch, socket_nr, uring_nr, x32, link_nrs = _SECCOMP_ARCH[_MACHINE]
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
     families = [socket.AF_UNIX] + ([socket.AF_INET, socket.AF_INET6] if inet else [])
     # rows as (code, jump-if-true target, jump-if-false target, k); targets "allow"/"deny"/None (next)
     rows = [(ld, None, None, 4), (jeq, None, "deny", arch), (ld, None, None, 0),
             (jge, "deny", None, x32 if x32 is not None else 0xFFFFFFFF), (jeq, "deny", None, uring_nr),
+            *[(jeq, "deny", None, nr) for nr in (link_nrs if links else ())],
             (jeq, None, "allow", socket_nr), (ld, None, None, 16),
             *[(jeq, "deny", None, family) for family in families]]
     at = {"allow": len(rows), "deny": len(rows) + 1}

@@ -16,10 +16,28 @@ class ScorerError(Exception):
     """The scorer cannot be imported or is not callable (one-line message)."""
 
 
+def is_file_ref(ref: str) -> bool:
+    """Whether a scorer reference names a file ("path.py:function") rather than a module."""
+    target = ref.rpartition(":")[0]
+    return target.endswith(".py") or "/" in target
+
+
+def absolute(ref: str) -> str:
+    """A "path.py:function" reference with its path made absolute against the caller's working
+    directory (the sandbox's workers run elsewhere); a module reference as it is."""
+    if not is_file_ref(ref):
+        return ref
+    target, _, name = ref.rpartition(":")
+    path = Path(target).expanduser().resolve()
+    if not path.is_file():
+        raise ScorerError(f"scorer {ref!r}: no file {path} (a relative path is taken from the working directory {Path.cwd()})")
+    return f"{path}:{name}"
+
+
 def load_scorer(ref: str, search_path: str | None = None) -> Callable[[str], Any]:
     target, _, name = ref.rpartition(":")
     try:
-        if target.endswith(".py") or "/" in target:
+        if is_file_ref(ref):
             path = Path(target)
             sys.path.insert(0, str(path.parent))
             module_name = f"_evo_scorer_{path.stem}"

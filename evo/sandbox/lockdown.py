@@ -3,7 +3,7 @@
 parent-death signal, a fresh IPC namespace with small System V limits (as root), the
 evaluation's memory cgroup, resource limits, a minimal environment, no new privileges, a
 private uid with no capabilities at all, and the seccomp filter (no Unix sockets; no IP
-sockets either without a network namespace)."""
+sockets either without a network namespace; no symbolic or hard links)."""
 
 from __future__ import annotations
 
@@ -52,4 +52,4 @@ def candidate_process(config: dict[str, Any]) -> None:
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
     if config["candidate_user"] is not None:
         isolation.drop_privileges(*config["candidate_user"], keep=None)
-    isolation.seccomp_sockets(inet=config["block_network"])
+    isolation.seccomp_sockets(inet=config["block_network"], links=True)

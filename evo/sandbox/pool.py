@@ -16,7 +16,7 @@ from evo import spec as spec_module
 from evo.errors import UserError
 from evo.features import required_extras
 from evo.sandbox.child import evaluate as evaluate_in_process
-from evo.sandbox.loader import ScorerError, load_stages
+from evo.sandbox.loader import ScorerError, absolute, load_stages
 from evo.sandbox.worker import Worker
 from evo.scores import FAILURE_KINDS, BadOutput, Evaluation, feedback_text, to_vector
 
@@ -66,6 +66,9 @@ class Sandbox:
         self._closed = False
         self._lock = threading.Lock()  # a trusted in-process scorer runs one call at a time
         try:
+            if isinstance(scorer, str):  # a relative scorer file is the caller's, not the worker's directory's
+                scorer = absolute(scorer)
+                self.cascade = [[absolute(ref), threshold] for ref, threshold in self.cascade]
             if callable(scorer) and limits.isolation != "none":
                 raise ScorerError("a Python function as the scorer runs in this process (isolation 'none'); "
                                   "for a sandbox, name it as 'file.py:function'")

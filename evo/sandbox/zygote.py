@@ -56,7 +56,8 @@ def main() -> None:
         protocol.send(STDOUT, {"error": str(error)})
         os._exit(0)
     _preload()
-    isolation.seccomp_program(mode != "namespaces")  # (built once: every evaluation installs it)
+    for links in (False, True):  # the scorer's filter and the candidate's (built once: every evaluation installs them)
+        isolation.seccomp_program(mode != "namespaces", links)
     isolation.prctl(isolation.PR_SET_DUMPABLE, 0)  # no process of our uid (a candidate, when not root) opens our fds
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     gc.freeze()  # fewer copy-on-write faults in each forked evaluation

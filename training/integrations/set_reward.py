@@ -11,7 +11,6 @@ a group of one prompt. Used by `training.integrations.trl` (TRL) and `.verl` (ve
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,7 +19,7 @@ from evo.errors import UserError
 from evo.scores import scalarize
 from tasks.base import Instance, Task
 from tasks.completions import score_many
-from training.advantages import dirichlet_weights, entry, vpo_scores
+from training.advantages import dirichlet_weights, option_problem, vpo_scores
 
 ALGOS = ("grpo", "multi_rlvr", "random_weight_grpo", "vpo")  # a group z-score of one score per rollout
 
@@ -29,11 +28,9 @@ def check(algo: str, options: dict, who: str = "--engine trl") -> None:
     """One line for an estimator this reward cannot express or an option its estimator does not take."""
     if algo not in ALGOS:
         raise UserError(f"{who} runs {', '.join(ALGOS)} (a group z-score of one score per rollout); got {algo}")
-    known = [p.name for p in inspect.signature(entry(algo).function).parameters.values()
-             if p.kind is p.KEYWORD_ONLY and p.name not in ("weights", "rng")]
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise UserError(f"bad --option for {algo}: {', '.join(unknown)} (it takes: {', '.join(known) or 'none'})")
+    problem = option_problem(algo, options)
+    if problem:
+        raise UserError(f"bad --option for {algo}: {problem}")
 
 
 def group_weightings(algo: str, d: int, seed: int, step: int, key: int, options: dict) -> np.ndarray | None:

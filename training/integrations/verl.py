@@ -56,9 +56,27 @@ def write(path: str | Path, task_name: str, algo: str, *, count: int, m: int = 3
     return Path(path)
 
 
+_INT = (int, np.integer)  # (a reader may hand back numpy integers)
+INFO_TYPES = {"task": str, "count": _INT, "seed": _INT, "algo": str, "m": _INT, "options": str, "index": _INT}  # `rows`' extra_info
+
+
+def row_info(extra_info) -> dict:
+    """A row's `extra_info`, as `rows` wrote it; anything else is a ValueError that says so."""
+    info = extra_info if isinstance(extra_info, dict) else {}
+    wrong = [key for key, kind in INFO_TYPES.items()
+             if not isinstance(info.get(key), kind) or isinstance(info.get(key), bool)]
+    if wrong:
+        raise ValueError(f"compute_score needs each row's extra_info as training.integrations.verl.rows writes it "
+                         f"({', '.join(INFO_TYPES)}); {', '.join(wrong)} missing or mistyped in {extra_info!r:.200}: "
+                         "make the dataset with verl.write()")
+    if not 0 <= info["index"] < info["count"]:
+        raise ValueError(f"extra_info index {info['index']} is outside the dataset's {info['count']} rows")
+    return info
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_) -> float:
     """veRL custom reward: the rollout's set score under its group's shared weightings."""
-    info = extra_info
+    info = row_info(extra_info)
     task = tasks.get(info["task"])
     instance = _instances(info["task"], "train", info["count"], info["seed"])[info["index"]]
     matrix, _ = score_completion(task, instance, solution_str, True, info["m"])

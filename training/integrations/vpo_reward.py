@@ -10,7 +10,10 @@ A completion's score is R(S) = mean over K Dirichlet(alpha) weightings w of max 
 answers of w . r(answer); TRL's group z-score of R(S) is VPO's advantage (up to TRL's sample
 std + 1e-4, see `training.integrations.trl`). The weightings are drawn from (seed, step, prompt):
 every completion of a group shares them, on every rank (the prompt is hashed with sha256, not
-Python's per-process `hash`), and they change from step to step.
+Python's per-process `hash`), and they change from step to step. Every score is finite: K, alpha
+and `missing` are checked when the reward is made, and a vector with a NaN, an infinity or a
+value beyond 1e100 in magnitude (the project's score contract, evo.scores) is a ValueError
+naming it, never a NaN handed to TRL.
 """
 
 from __future__ import annotations
@@ -20,8 +23,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from training.advantages import dirichlet_weights, vpo_scores
+from evo.scores import MAX_MAGNITUDE
+from training.advantages import dirichlet_weights, option_problem, vpo_scores
 from training.integrations.set_reward import completion_text
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= MAX_MAGNITUDE
 
 
 def prompt_key(prompt) -> int:
@@ -34,8 +42,11 @@ class VPOReward:
 
     def __init__(self, vector_reward: Callable[[object, str], Sequence[float]], split_answers: Callable[[str], list[str]],
                  *, K: int = 100, alpha: float = 1.0, sobol: bool = False, seed: int = 0, missing: float = 0.0) -> None:
-        if K < 1 or alpha <= 0:
-            raise ValueError(f"VPOReward needs K >= 1 and alpha > 0, got K={K}, alpha={alpha}")
+        problem = option_problem("vpo", {"K": K, "alpha": alpha, "sobol": sobol})
+        if problem:
+            raise ValueError(f"VPOReward: {problem}")
+        if not _finite(missing):
+            raise ValueError(f"VPOReward: missing must be a finite number of magnitude <= {MAX_MAGNITUDE:g}, got {missing!r}")
         self.vector_reward, self.split_answers = vector_reward, split_answers
         self.K, self.alpha, self.sobol, self.seed, self.missing = K, alpha, sobol, seed, missing
         self.__name__ = "vpo"  # TRL logs rewards/vpo/mean
@@ -49,7 +60,15 @@ class VPOReward:
         answers = self.split_answers(completion)
         if not answers:
             return self.missing
-        rewards = np.asarray([np.asarray(self.vector_reward(prompt, a), dtype=np.float64) for a in answers])
+        vectors = [np.asarray(self.vector_reward(prompt, a), dtype=np.float64) for a in answers]
+        for answer, vector in zip(answers, vectors):
+            if vector.ndim != 1 or vector.shape != vectors[0].shape or not vector.size:
+                raise ValueError(f"vector_reward must return one vector of d objectives per answer; got shape "
+                                 f"{vector.shape} for {answer[:80]!r} (and {vectors[0].shape} for the first)")
+            if not np.all(np.abs(vector) <= MAX_MAGNITUDE):  # NaN fails this too
+                raise ValueError(f"vector_reward returned {vector.tolist()} for {answer[:80]!r}: every objective must be "
+                                 f"finite and at most {MAX_MAGNITUDE:g} in magnitude")
+        rewards = np.stack(vectors)
         w = self.weightings(prompt, step, rewards.shape[1])
         return float(vpo_scores(rewards[None, None], w[None])[0, 0])
 
