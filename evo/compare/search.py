@@ -116,7 +116,8 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
 
     optimum = task.oracle_best(instance)
     spec_path = task.problem_spec(instance, directory / "problem")
-    samples = specs.load(spec_path).search.samples_per_prompt
+    spec = specs.load(spec_path)  # an instance's own objectives and weights (a task's may be padded: HumanEval)
+    samples, weights = spec.search.samples_per_prompt, np.asarray(spec.problem.weights, dtype=np.float64)
     iterations = iterations_for(search.programs, samples, contender.answers)
     overrides = {"search.iterations": iterations, "search.answers": contender.answers,
                  "search.target": float(optimum) + 1.0}  # out of reach: every run spends its whole budget
@@ -124,11 +125,13 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     metered = Metered(policy)
     run_dir.execute(config, metered, progress=False)
     found = run_vectors(directory / "run")
-    best = np.maximum(best_curve(found, task.weights, search.programs), 0.0) / optimum
-    reference = np.full(len(task.objectives), REFERENCE)
-    oracle = metrics.hypervolume(task.oracle_front(instance), reference)
+    best = np.maximum(best_curve(found, weights, search.programs), 0.0) / optimum
+    reference = np.full(len(weights), REFERENCE)
+    front = np.asarray(task.oracle_front(instance), dtype=np.float64)[:, : len(weights)]
+    oracle = metrics.hypervolume(front, reference) if len(weights) <= 4 else float("nan")
     marks = [round(search.programs * (i + 1) / search.points) for i in range(search.points)]
-    volume = hypervolume_curve(found, reference, search.programs, search.points)
+    volume = (hypervolume_curve(found, reference, search.programs, search.points) if len(weights) <= 4
+              else np.full(search.programs, np.nan))  # the exact hypervolume sweep stops at four objectives
     return {"instance": instance.index, "seed": seed, "policy": contender.name, "answers": contender.answers,
             "iterations": iterations, "programs_per_iteration": samples * contender.answers,
             "best": best.round(6).tolist(), "tokens": np.cumsum(metered.tokens).tolist(),
