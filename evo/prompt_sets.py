@@ -36,15 +36,18 @@ _ASKED = re.compile(r"Reply with (\d+) different ")
 _FENCE = re.compile(r"[ \t]*(`{3,})")
 
 
-def separator_of(prompt: Prompt, given: str = "") -> str:
-    """What separates the programs of a `continue` set reply: the spec's, else a marker line."""
-    if given:
-        return given
+def _next_marker(base_code: str) -> str:
+    """The NEXT marker in the syntax of the program's START line (`# EVOLVE-BLOCK-NEXT`)."""
     try:
-        start_line = split(prompt.base.code).start_line
+        start_line = split(base_code).start_line
     except MarkerError:
         start_line = ""
-    return "\n" + (start_line.replace(START, NEXT).strip() if start_line else f"# {NEXT}") + "\n"
+    return start_line.replace(START, NEXT).strip() if start_line else f"# {NEXT}"
+
+
+def separator_of(prompt: Prompt, given: str = "") -> str:
+    """What separates the programs of a `continue` set reply: the spec's, else a marker line."""
+    return given or f"\n{_next_marker(prompt.base.code)}\n"
 
 
 def _trade_off(objectives: Sequence[str], minimize: Sequence[str]) -> str:
@@ -83,9 +86,8 @@ def widen(prompt: Prompt, m: int, *, objectives: Sequence[str] = (), minimize: S
         if set_head:
             head = set_head.replace(ANSWERS_FIELD, str(m))
         else:
-            file = split(prompt.base.code)
-            marker = file.start_line.replace(START, NEXT).strip() if file.has_markers else f"# {NEXT}"
-            head = file.head + f"{marker}: {m} different versions of the block follow, each after a {sep.strip()!r} line\n"
+            head = (split(prompt.base.code).head + f"{_next_marker(prompt.base.code)}: {m} different versions of "
+                    f"the block follow, each after a {sep.strip()!r} line\n")
         return replace(prompt, text=head + prompt.prefix, answers=m, separator=sep)
     closing = instruction(prompt.style, m, fence_for(prompt.base.code), objectives, minimize)
     body, _, _ = prompt.text.rstrip("\n").rpartition("\n\n")

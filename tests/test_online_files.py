@@ -20,6 +20,7 @@ from evo.commands.show import summary
 from evo.errors import UserError
 from evo.report.page import render
 from tests.evo_cli import refused
+from tests.test_online_training import init_dir  # noqa: F401 -- the fixture: a tiny untrained model
 from training import tiny
 
 pytestmark = pytest.mark.slow
@@ -40,12 +41,6 @@ def resume(run, iterations: int = 5) -> subprocess.CompletedProcess:
     return evo("run", "--resume", str(run), "--iterations", str(iterations), "--quiet")
 
 
-@pytest.fixture(scope="module")
-def init_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("init")
-    tok = tiny.char_tokenizer()
-    tiny.save(tiny.new_model("nano", "llama", tok, context=2048, seed=3), tok, path)
-    return path
 
 
 @pytest.fixture(scope="module")

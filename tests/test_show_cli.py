@@ -9,23 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from evo.api import evolve
-from evo.sandbox import candidate
-
-
-def target(x):
-    a = 1.0
-    b = 0.5
-    return a * x + b
-
-
-def score(path):
-    f = candidate.load(path).target
-    error = float(np.mean([abs(f(x) - (3.0 * x - 1.0)) for x in np.linspace(-2, 2, 9)]))
-    return {"fit": 1.0 / (1.0 + error), "error_size": error}
+from tests.test_api import score, target  # the function evolved and its scorer (fit, error_size)
 
 
 @pytest.fixture(scope="module")

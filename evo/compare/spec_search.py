@@ -43,9 +43,9 @@ def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, pr
     """One `evo run` of the spec with `policy` proposing `programs` programs (the spec's target
     kept), `answers` per reply (0: the policy's own); `train(config, policy)`: the policy that
     trains itself during the run (evo run --train)."""
-    from evo import policies, run_dir, spec as specs
+    from evo import policies, run_dir
 
-    spec = specs.load(spec_path).override(dict(overrides)) if overrides else specs.load(spec_path)
+    spec = run_dir.check_spec(spec_path, dict(overrides))
     m = policies.answers_for(uri, answers or spec.search.answers)
     settings = {**overrides, "search.answers": m,
                 "search.iterations": iterations_for(programs, spec.search.samples_per_prompt, m)}
