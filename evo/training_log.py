@@ -14,6 +14,7 @@ A damaged file is a one-line UserError naming it and what to do; a partial last 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -124,14 +125,18 @@ def _record_problem(record: object) -> str:
 
 
 def read_metrics(path: Path) -> list[dict]:
-    """The records of a metrics.jsonl (none when it does not exist); a partial last line (a
-    kill while appending) is left out, any other bad line is a one-line UserError."""
+    """The records of a metrics.jsonl (none when it does not exist; an archived run's
+    metrics.jsonl.gz when only that exists); a partial last line (a kill while appending) is
+    left out, any other bad line is a one-line UserError."""
     path = Path(path)
+    if not path.exists() and path.with_name(path.name + ".gz").exists():
+        path = path.with_name(path.name + ".gz")
     if not path.exists():
         return []
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as error:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        lines = data.decode().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as error:
         raise damaged(path, f"unreadable ({error})", "move it away to go on without the old metrics") from None
     records = []
     for number, line in enumerate(lines, 1):
@@ -143,7 +148,7 @@ def read_metrics(path: Path) -> list[dict]:
             record = None
         problem = _record_problem(record)
         if problem:
-            if number == len(lines) and not path.read_bytes().endswith(b"\n"):
+            if number == len(lines) and not data.endswith(b"\n"):
                 break  # cut short by a kill: logged again when its step reruns
             raise damaged(path, f"line {number} is {problem}", "move the file away to go on without the old metrics")
         records.append(record)

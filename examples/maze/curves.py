@@ -6,10 +6,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+
+from training.checkpoint import read_metrics
 
 COLUMNS = ("scalar", "best_in_set", "diversity", "parse_failed", "truncated")  # entropy: only --entropy-coef runs log it
 
@@ -22,7 +23,7 @@ def main() -> None:
     print("| run | steps | " + " | ".join(COLUMNS) + " | tokens/step | minutes |")
     print("|---" * (len(COLUMNS) + 5) + "|")
     for run in args.runs:
-        records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        records = read_metrics(run)  # metrics.jsonl, or an archived run's metrics.jsonl.gz
         first, last = records[: args.window], records[-args.window:]
         cells = [f"{np.mean([r[c] for r in first]):.3f} -> {np.mean([r[c] for r in last]):.3f}" for c in COLUMNS]
         tokens = np.mean([r["tokens_per_s"] * r["seconds"] for r in records])

@@ -3,8 +3,8 @@
 # thread per lane, two lanes side by side, run from a fixed commit in a git worktree:
 #   git worktree add /work/exp24 COMMIT && cd /work/exp24 && RUNS=/work/runs24 PYTHONPATH=$PWD OMP_NUM_THREADS=1 nohup bash examples/maze/results-clusters/train.sh a &
 # Resumable: a run directory with trainer_state.pt continues with `evo train --out DIR --resume --steps N`, which is
-# what a lane does when its directory exists (the committed states in results-clusters/states/ are such directories:
-# copy one to $RUNS/NAME and run its lane again).
+# what a lane does when its directory exists (the tree keeps no resumable state: commit 16eaec0 holds the
+# step-600 states of grpo-s0, vpo-s0 and grpo-darling-s0; check one out, copy it to $RUNS/NAME and run its lane).
 set -euo pipefail
 RUNS=${RUNS:-/tmp/maze-clusters}
 WARMUP=examples/maze/results-clusters/warmup

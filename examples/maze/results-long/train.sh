@@ -2,8 +2,10 @@
 # The long GRPO-vs-VPO runs on maze-notes, from the shipped maze-notes warm-up, as they were
 # run (session of 3 Dec 2026, from commit 075103a in a git worktree, one torch thread per lane):
 #   git worktree add /work/exp15 075103a && cd /work/exp15 && RUNS=/work/runs15 bash PATH/TO/train.sh a   # and b
-# Resumable: a run directory with trainer_state.pt continues with --resume (the committed
-# states in results-long/runs/ are such directories: copy one to RUNS and run its lane).
+# Resumable: a run directory with trainer_state.pt continues with --resume. results-long/runs/
+# keeps each run's train_config.json and metrics.jsonl.gz; the weights and resumable states
+# (vpo-s0, grpo-s0, rwgrpo-s0, multirlvr-s0, grpo-darling-s0) are in commit 16eaec0's tree:
+# `git checkout 16eaec0 -- examples/maze/results-long/runs/vpo-s0` brings one back.
 set -euo pipefail
 RUNS=${RUNS:-/tmp/maze-long}
 WARMUP=evo/checkpoints/maze-notes-warmup
