@@ -1,6 +1,6 @@
-"""Wall time of the README's "Other things to try" commands on this machine (the figures in
-the README's comments). Cheap commands run as written; `evo pretrain` and `evo train` run a
-few steps and are extrapolated to the README's step counts (seconds per step x steps, plus
+"""Wall time of the try commands (docs/results.md, "Wall times of the try commands") on this machine (the figures in
+their comments). Cheap commands run as written; `evo pretrain` and `evo train` run a
+few steps and are extrapolated to their step counts (seconds per step x steps, plus
 the start-up measured in the same run); `evo pretrain`'s held-out evaluation (30 mazes x 30
 samples, run at its end) is taken from the shipped maze-warmup's pretrain.json, measured when
 it was trained. Prints one JSON object as its last line.
