@@ -1,0 +1,150 @@
+"""Pilot for training during the search (issue 34): one start checkpoint searched frozen and
+trained online under several settings, on the same hard mazes and run seeds, paired.
+
+    PYTHONPATH=. OMP_NUM_THREADS=1 python examples/maze/online_pilot.py --task maze-clusters \
+        --start local:maze-clusters-warmup --mazes 12 --seeds 2 --programs 240 --instance-seed 1717 \
+        --arm frozen= --arm grpo=grpo --arm vpoa=vpo_archive --arm vpoa-lr2e-5=vpo_archive:lr=2e-5 \
+        --out runs/online-pilot
+
+An arm is NAME=ALGO[:KEY=VALUE,...] (empty ALGO: frozen); KEY is a `--train-option` (lr,
+kl_coef, ...) or `every` (`--train-every`, default 4). Hard mazes: the task's test instances
+of --instance-seed whose initial route is off the optimum (`evo compare`'s rule with
+--search-pool 0). Each run proposes --programs programs, one route per reply, and spends
+them all; its record (runs/NAME/mazeI-sS.json: best / oracle and hypervolume against
+programs, share of failed and duplicate proposals) is written when it ends, so a stopped
+pilot resumes where it stopped. The table (table.md, table.json) pairs every arm with the
+first one over (maze, seed) units with bootstrap CIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REFERENCE = np.full(4, -0.1)  # maze rewards are in [0, 1]; below 0 so a zero objective keeps volume
+
+
+def parse_arm(text: str) -> tuple[str, str, int, dict]:
+    name, _, rest = text.partition("=")
+    algo, _, options = rest.partition(":")
+    pairs = dict(p.split("=", 1) for p in options.split(",") if p)
+    every = int(pairs.pop("every", 4))
+    return name, algo, every, pairs
+
+
+def shares(directory: Path) -> dict:
+    """Failed and duplicate shares among a run's proposals (the initial program left out)."""
+    from evo.database import Database
+
+    with Database.open(directory, read_only=True) as db:
+        evaluations = db.journal.evaluations()
+        rows = list(db.journal.candidates())
+        failed = sum(1 for c in rows if (c.iteration, c.slot) in evaluations and not evaluations[(c.iteration, c.slot)].ok)
+        duplicate = sum(1 for c in rows if c.status == "duplicate")
+        unparsed = sum(1 for c in rows if c.status == "parse")
+    total = max(len(rows), 1)
+    return {"failed": failed / total, "duplicate": duplicate / total, "unparsed": unparsed / total}
+
+
+def one_run(task, maze, uri, policy, arm, seed, programs, directory: Path) -> dict:
+    from evo.commands.compare_spec import trained
+    from evo.compare import spec_search
+    from training.online import OnlineSettings
+
+    name, algo, every, options = arm
+    optimum = task.oracle_best(maze)
+    spec_path = task.problem_spec(maze, directory.parent / "problems" / f"maze{maze.index}")
+    wrap = None if not algo else trained(OnlineSettings.of(algo, every, options))
+    run = spec_search.run_one(spec_path, {"search.target": float(optimum) + 1.0}, uri, policy, seed, programs,
+                              directory / "run", wrap, answers=1)
+    best = spec_search.best_curve(run, np.asarray(task.weights, dtype=np.float64), programs) / optimum
+    volume = spec_search.hypervolume_curve(run, REFERENCE, programs, points=8)
+    return {"maze": maze.index, "seed": seed, "arm": name, "optimum": float(optimum),
+            "best": best.tolist(), "hypervolume": volume.tolist(), **shares(directory / "run")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="maze-clusters")
+    parser.add_argument("--start", default="local:maze-clusters-warmup")
+    parser.add_argument("--mazes", type=int, default=12)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--programs", type=int, default=240)
+    parser.add_argument("--instance-seed", type=int, default=1717)
+    parser.add_argument("--arm", action="append", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    import tasks
+    from evo import policies as registry
+    from evo.compare.search import Search, hard_instances
+
+    arms = [parse_arm(a) for a in args.arm]
+    task = tasks.get(args.task)
+    mazes, _ = hard_instances(task, Search(instances=args.mazes, instance_seed=args.instance_seed, pool=0),
+                              args.out / "instances")
+    for maze in mazes:
+        for seed in range(args.seeds):
+            for arm in arms:
+                record = args.out / "runs" / arm[0] / f"maze{maze.index}-s{seed}.json"
+                if record.exists():
+                    continue
+                started = time.perf_counter()
+                scratch = args.out / "scratch" / arm[0] / f"maze{maze.index}-s{seed}"
+                shutil.rmtree(scratch, ignore_errors=True)
+                result = one_run(task, maze, args.start, registry.load(args.start), arm, seed, args.programs, scratch)
+                result["seconds"] = time.perf_counter() - started
+                record.parent.mkdir(parents=True, exist_ok=True)
+                record.write_text(json.dumps(result) + "\n")
+                shutil.rmtree(scratch, ignore_errors=True)
+                print(f"maze {maze.index} seed {seed} {arm[0]}: best {result['best'][-1]:.3f}, failed "
+                      f"{result['failed']:.2f}, duplicate {result['duplicate']:.2f}, {result['seconds']:.0f} s",
+                      file=sys.stderr, flush=True)
+    write_table(args.out, [a[0] for a in arms], " ".join(sys.argv))
+
+
+def write_table(out: Path, names: list[str], command: str) -> None:
+    from evo import metrics
+
+    records = {n: {(r["maze"], r["seed"]): r for r in map(json.loads, map(Path.read_text, (out / "runs" / n).glob("*.json")))}
+               for n in names}
+    units = sorted(set.intersection(*(set(r) for r in records.values())))
+    base = names[0]
+    columns = {}
+    for n in names:
+        rows = [records[n][u] for u in units]
+        columns[n] = {"success": np.array([r["best"][-1] >= 1 - 1e-9 for r in rows], float),
+                      "final_best": np.array([r["best"][-1] for r in rows]),
+                      "mean_best": np.array([np.mean(r["best"]) for r in rows]),
+                      "final_hypervolume": np.array([r["hypervolume"][-1] for r in rows]),
+                      "failed": np.array([r["failed"] for r in rows]),
+                      "duplicate": np.array([r["duplicate"] for r in rows])}
+    table = {}
+    lines = [f"| metric | {' | '.join(names)} |", "|---" * (len(names) + 1) + "|"]
+    for metric in columns[base]:
+        cells = []
+        for n in names:
+            value = columns[n][metric].mean()
+            table.setdefault(n, {})[metric] = {"mean": value}
+            if n == base:
+                cells.append(f"{value:.3f}")
+                continue
+            test = metrics.paired_test(columns[n][metric], columns[base][metric], resamples=2000)
+            table[n][metric]["vs_" + base] = {"difference": test.mean_difference, "ci95": [test.low, test.high]}
+            cells.append(f"{value:.3f} ({test.mean_difference:+.3f} [{test.low:+.3f}, {test.high:+.3f}])")
+        lines.append(f"| {metric} | {' | '.join(cells)} |")
+    lines.append(f"\n{len(units)} paired (maze, seed) runs per arm; in brackets the paired difference to `{base}` "
+                 "with its 95% bootstrap CI.")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    (out / "table.json").write_text(json.dumps({"units": len(units), "table": table, "command": command}, indent=1) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
