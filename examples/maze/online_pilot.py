@@ -19,6 +19,7 @@ first one over (maze, seed) units with bootstrap CIs.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import shutil
 import sys
@@ -33,7 +34,7 @@ REFERENCE = np.full(4, -0.1)  # maze rewards are in [0, 1]; below 0 so a zero ob
 def parse_arm(text: str) -> tuple[str, str, int, dict]:
     name, _, rest = text.partition("=")
     algo, _, options = rest.partition(":")
-    pairs = dict(p.split("=", 1) for p in options.split(",") if p)
+    pairs = {k: ast.literal_eval(v) for k, v in (p.split("=", 1) for p in options.split(",") if p)}
     every = int(pairs.pop("every", 4))
     return name, algo, every, pairs
 
