@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# RL lanes on maze-clusters from the committed warm-up (examples/maze/results-clusters/warmup), one torch
+# RL lanes on maze-clusters from the committed warm-up (evo/checkpoints/maze-clusters-warmup; commands.txt names its old copy, examples/maze/results-clusters/warmup, the same weights), one torch
 # thread per lane, two lanes side by side, run from a fixed commit in a git worktree:
 #   git worktree add /work/exp24 COMMIT && cd /work/exp24 && RUNS=/work/runs24 PYTHONPATH=$PWD OMP_NUM_THREADS=1 nohup bash examples/maze/results-clusters/train.sh a &
 # Resumable: a run directory with trainer_state.pt continues with `evo train --out DIR --resume --steps N`, which is
@@ -7,7 +7,7 @@
 # step-600 states of grpo-s0, vpo-s0 and grpo-darling-s0; check one out, copy it to $RUNS/NAME and run its lane).
 set -euo pipefail
 RUNS=${RUNS:-/tmp/maze-clusters}
-WARMUP=examples/maze/results-clusters/warmup
+WARMUP=evo/checkpoints/maze-clusters-warmup
 common="--task maze-clusters --init $WARMUP --prompts 8 --group 8 --answers 3 --lr 1e-4 --kl-coef 0 --temperature 1.0 --save-every 25 --snapshot-every 100 --threads 1 --no-progress"
 train() {  # name algo steps max_new_tokens seed [extra...]
   local name=$1 algo=$2 steps=$3 tokens=$4 seed=$5; shift 5
