@@ -23,7 +23,6 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
         if every is not None or options:
             raise UserError("--train-every and --train-option go with --train NAME=ALGO")
         return {}
-    from evo.commands.train import parse_options
     from training.online import OnlineSettings
 
     algos = params.parse_pairs(pairs, "--train")
@@ -32,7 +31,7 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
         if not uris[name].startswith(("local:", "vllm:")):
             raise UserError(f"--train {name}: only a local:PATH or vllm:PATH policy trains in this process, not {uris[name]!r}")
-    settings = {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
+    settings = {name: OnlineSettings.of(algo, every or 4, params.parse_options(options)) for name, algo in algos.items()}
     for one in settings.values():
         one.check_group(group)
     return settings
@@ -60,11 +59,10 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     from tqdm import tqdm
 
     from evo import policies as registry
-    from evo.commands.run import spec_overrides
     from evo.compare import spec_search, summary
     from evo.run_dir import check_spec
 
-    overrides = spec_overrides({}, sets)
+    overrides = params.spec_overrides({}, sets)
     spec = check_spec(spec_path, overrides)
     uris = params.parse_pairs(policies, "--policy")
     if not uris:

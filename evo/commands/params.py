@@ -1,12 +1,22 @@
 """Click option types: the sampling settings, checked by the policies' own range rules
 (evo/policies/options.py), so a bad value is refused before any policy is built or called;
 the NAME=VALUE pairs of `--policy` (evo compare, evo run) and `--answers`; flags whose
-defaults are a config dataclass's fields; choices read from a registry."""
+defaults are a config dataclass's fields; choices read from a registry; the `--option KEY=VALUE`
+estimator options; the spec-override flags and `--set KEY=VALUE`. The commands share option
+parsing through this module only, never by importing each other."""
 
 from __future__ import annotations
 
+import ast
+import json
+import tomllib
+import types
+import typing
+from dataclasses import fields
+
 import click
 
+from evo import spec as specs
 from evo.errors import UserError
 from evo.policies.options import SAMPLING
 
@@ -117,3 +127,78 @@ class LazyChoice(click.Choice):
 
         module, _, name = self.names.partition(":")
         return tuple(sorted(getattr(importlib.import_module(module), name)))
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict:
+    """`KEY=VALUE` estimator options; values are Python literals (100, 0.5, True)."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--option expects KEY=VALUE, got {pair!r}")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return options
+
+
+_SECTIONS = {"sandbox": specs.SandboxLimits, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
+
+
+def _click_type(annotation: object) -> type:
+    kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    if bool in kinds:
+        return bool
+    for kind in (int, float):
+        if kind in kinds and str not in kinds:
+            return kind
+    return str
+
+
+def spec_options(command):
+    """One `--name` flag per spec setting ([sandbox], [search], [prompt]); `--set` for the rest."""
+    hints = {section: typing.get_type_hints(cls) for section, cls in _SECTIONS.items()}
+    for section, cls in reversed(_SECTIONS.items()):
+        for f in reversed(fields(cls)):
+            flag = "--" + f.name.replace("_", "-")
+            command = click.option(flag, f"{section}__{f.name}", type=_click_type(hints[section][f.name]),
+                                   default=None, help=f"override [{section}] {f.name}")(command)
+    return command
+
+
+_TABLES = ("selection_options", "policy_weights")  # [search] keys whose flag takes an inline TOML table
+
+
+def _parse_value(text: str) -> object:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
+    """Dotted spec overrides from the `--name` flags and `--set KEY=VALUE` pairs."""
+    overrides: dict[str, object] = {}
+    for name, value in options.items():
+        if "__" in name and value is not None:
+            section, key = name.split("__", 1)
+            if key in _TABLES and isinstance(value, str):  # --policy-weights '{fast = 3, big = 1}'
+                value = _parse_value(value)
+            if key == "topology" and isinstance(value, str) and value.lstrip().startswith("["):
+                value = _parse_value(value)
+                if isinstance(value, str):
+                    raise UserError(f"--topology {value!r}: expected a topology name or a list of island pairs, "
+                                    "e.g. --topology '[[0, 1], [1, 2]]'")
+            overrides[f"{section}.{key}"] = value
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. --set features.length.bins=20")
+        overrides[key.strip()] = _parse_value(value.strip())
+    for key, value in overrides.items():  # stored in run.json and used in every prompt: valid text only
+        try:
+            json.dumps({key: value}, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"--set/--{key.rpartition('.')[2].replace('_', '-')}: {value!r} is not valid UTF-8 text") from None
+    return overrides

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 from pathlib import Path
@@ -11,6 +10,7 @@ import click
 from click.core import ParameterSource
 
 from evo.commands import params
+from evo.commands.params import parse_options, spec_overrides
 from evo.errors import UserError
 
 
@@ -32,20 +32,6 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
     for name in sorted(REGISTRY):
         click.echo(f"{name} {REGISTRY[name].prompt}")
     ctx.exit()
-
-
-def parse_options(pairs: tuple[str, ...]) -> dict:
-    """`KEY=VALUE` estimator options; values are Python literals (100, 0.5, True)."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserError(f"--option expects KEY=VALUE, got {pair!r}")
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return options
 
 
 def holds_run(out: Path, engine: str) -> bool:
@@ -134,7 +120,6 @@ def spec_source(spec: Path | None, from_run: Path | None, sets: tuple[str, ...],
         return None
     if settings["task"] is not None:
         raise UserError("give --task (a built-in family) or --spec (a problem spec), not both")
-    from evo.commands.run import spec_overrides
     from evo.database import DB_FILE
     from training.advantages import entry
     from training.spec_task import SpecSource
