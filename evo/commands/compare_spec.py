@@ -1,5 +1,6 @@
-"""`evo compare --spec SPEC --policy NAME=URI ... --seeds S --calls C`: search-only comparison of
-policies on a user's own problem (evo/compare/spec_search.py), written like `evo compare --task`."""
+"""`evo compare --spec SPEC --policy NAME=URI ... --seeds S --programs P`: the spec mode of
+`evo compare` (evo/commands/compare.py), a search-only comparison of policies on a user's own
+problem (evo/compare/spec_search.py), written like `evo compare --task`."""
 
 from __future__ import annotations
 
@@ -143,3 +144,21 @@ def plots(best: dict, volume: dict, out: Path) -> list[Path]:
     if volume:
         written.append(plotting.evolution(volume, out / "hypervolume.png", ylabel="front hypervolume so far"))
     return written
+
+
+@click.command(name="compare")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="your problem spec: compare the policies by search on it")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(2), help="search runs per policy (paired by seed)")
+@click.option("--programs", default=120, show_default=True, type=click.IntRange(1),
+              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a spec key, as in evo run")
+@click.option("--train", "train", multiple=True, metavar="NAME=ALGO",
+              help="train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
+@click.option("--train-every", type=click.IntRange(1), default=None, help="--train: committed iterations per PPO step (default 4)")
+@click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--train: as evo run --train-option")
+@params.compare_options
+def command(spec_path, seeds, programs, sets, train, train_every, train_options, policies, answers, seed, out, as_json,
+            quiet) -> None:
+    """Compare policies by evolutionary search on your own problem spec, run seeds paired."""
+    compare(spec_path, policies, sets, seeds, programs, seed, out, as_json, quiet, train, train_every, train_options, answers)

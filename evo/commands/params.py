@@ -13,6 +13,7 @@ import tomllib
 import types
 import typing
 from dataclasses import fields
+from pathlib import Path
 
 import click
 
@@ -202,3 +203,21 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
         except UnicodeEncodeError:
             raise UserError(f"--set/--{key.rpartition('.')[2].replace('_', '-')}: {value!r} is not valid UTF-8 text") from None
     return overrides
+
+
+def compare_options(command):
+    """The flags both modes of `evo compare` take (--task and --spec): the policies and the output."""
+    shared = [
+        click.option("--policy", "policies", multiple=True, metavar="NAME=URI",
+                     help="a policy to compare (repeatable; the first is the baseline)"),
+        click.option("--answers", multiple=True, metavar="NAME=M",
+                     help="programs per reply for a policy (default: from its train_config.json, else 1)"),
+        click.option("--seed", default=0, show_default=True, type=int),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"),
+                     show_default=True),
+        click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object"),
+        click.option("--quiet", is_flag=True, help="no progress bar"),
+    ]
+    for option in reversed(shared):
+        command = option(command)
+    return command
