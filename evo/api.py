@@ -141,9 +141,7 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
                     raise initial_fails(first.failure.kind, first.failure.message)
                 db.add_initial(code, first)
             answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
-            loop = LoopConfig(iterations=iterations, seed=seed, samples=settings.samples_per_prompt, style=style,
-                              system=system, target=settings.target, max_program_bytes=settings.max_program_bytes,
-                              answers=answers, answers_by=settings.answers_by)
+            loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers)
             progress = run(Evolution(loop, db, policy if isinstance(policy, str) else type(policy).__name__), chosen, box)
     except BaseException:
         db.close()

@@ -46,8 +46,7 @@ def trained(settings):
     def wrap(config, policy):
         spec = config.spec()
         fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
-        lag = int(config.loop["depth"]) * int(config.loop["batch"])
-        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=lag,
+        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=config.loop.lag,
                             objectives=spec.problem.objectives, weights=spec.problem.weights,
                             group=spec.search.samples_per_prompt)
 

@@ -182,8 +182,8 @@ def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
     """Dotted spec overrides from the `--name` flags and `--set KEY=VALUE` pairs."""
     overrides: dict[str, object] = {}
     for name, value in options.items():
-        if "__" in name and value is not None:
-            section, key = name.split("__", 1)
+        section, _, key = name.partition("__")
+        if section in _SECTIONS and value is not None:
             if key in _TABLES and isinstance(value, str):  # --policy-weights '{fast = 3, big = 1}'
                 value = _parse_value(value)
             if key == "topology" and isinstance(value, str) and value.lstrip().startswith("["):
@@ -221,3 +221,26 @@ def compare_options(command):
     for option in reversed(shared):
         command = option(command)
     return command
+
+
+RUN_PREFIX = "loop__"  # the keyword names of run_options' flags
+
+
+def run_options(command):
+    """One flag per field of the loop's RunOptions (--batch, --depth, --max-new-tokens, ...), unset
+    by default (a new run: the field's default; a resumed run: its stored value)."""
+    from evo.loop import RunOptions
+
+    for f in reversed(fields(RunOptions)):
+        rule = f.metadata
+        kind = SamplingParam(f.name) if rule["sampling"] else click.IntRange(min=rule["minimum"])
+        default = "" if f.default is None else f" (default {f.default})"
+        command = click.option("--" + f.name.replace("_", "-"), RUN_PREFIX + f.name, type=kind, default=None,
+                               help=rule["help"] + default)(command)
+    return command
+
+
+def run_options_given(options: dict) -> dict:
+    """The RunOptions fields set by run_options' flags: name -> value (unset flags left out)."""
+    return {name[len(RUN_PREFIX):]: value for name, value in options.items()
+            if name.startswith(RUN_PREFIX) and value is not None}

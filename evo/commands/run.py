@@ -9,7 +9,7 @@ import click
 from evo.commands import params
 from evo.commands.params import spec_overrides
 from evo.errors import UserError
-from evo.loop import LoopConfig
+from evo.loop import RunOptions
 from evo.policy_mix import PolicyMix
 
 def _set_threads(threads: int | None, policy_uris) -> None:
@@ -35,14 +35,7 @@ def _set_threads(threads: int | None, policy_uris) -> None:
               help="continue the run in DIR (after a crash or kill)")
 @click.option("--executor", type=click.Choice(["process", "ray"]), default=None,
               help="evaluation workers: the sandbox's process pool (default) or Ray actors")
-@click.option("--batch", type=click.IntRange(min=1), default=None,
-              help=f"prompts per policy call (default {LoopConfig.batch})")
-@click.option("--depth", type=click.IntRange(min=1), default=None,
-              help=f"policy calls allowed ahead of the database (default {LoopConfig.depth})")
-@click.option("--max-new-tokens", type=params.MAX_NEW_TOKENS, default=None,
-              help="completion budget (default 4096; continue prompts: twice the parent's block + 64)")
-@click.option("--temperature", type=params.TEMPERATURE, default=None, help=f"default {LoopConfig.temperature} (0: greedy)")
-@click.option("--top-p", type=params.TOP_P, default=None, help=f"nucleus sampling, in (0, 1]; default {LoopConfig.top_p}")
+@params.run_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override any spec key, e.g. --set features.length.bins=20 (repeatable)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -54,15 +47,13 @@ def _set_threads(threads: int | None, policy_uris) -> None:
 @click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE",
               help="--train: lr, entropy_coef, eps_low, ... or an estimator option (K=100)")
 @params.spec_options
-def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, depth, max_new_tokens,
-            temperature, top_p, sets, threads, quiet, train_algo, train_every, train_options, **options) -> None:
+def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threads, quiet, train_algo, train_every,
+            train_options, **options) -> None:
     """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
     from evo import policies, run_dir
     from evo.policies import fit
 
-    loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
-                    "temperature": temperature, "top_p": top_p}  # run_dir.RUN_OPTIONS
-    loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
+    loop_options = params.run_options_given(options)  # unset: the defaults, or a resumed run's stored values
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:
         if spec_path is not None or seed is not None:
@@ -89,7 +80,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
     if resume_dir is None:
         single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
         config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
-                                    loop_options, executor or "process")
+                                    RunOptions(**loop_options), executor or "process")
     if online is not None or (resume_dir is not None and (resume_dir / "online" / "settings.json").exists()):
         loaded = _trained_online(config, loaded, online)
     summary = run_dir.execute(config, loaded, progress=not quiet)
@@ -118,7 +109,6 @@ def _trained_online(config, loaded: dict, settings) -> dict:
         raise UserError("--train trains one policy; give a single --policy local:PATH")
     spec = config.spec()
     (name, policy), = loaded.items()
-    lag = int(config.loop["depth"]) * int(config.loop["batch"])
-    return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=lag,
+    return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=config.loop.lag,
                                objectives=spec.problem.objectives, weights=spec.problem.weights,
                                group=spec.search.samples_per_prompt)}

@@ -113,6 +113,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     """One evolutionary run proposing `search.programs` programs; its record (curves as lists)."""
     from evo import run_dir
     from evo import spec as specs
+    from evo.loop import RunOptions
 
     optimum = task.oracle_best(instance)
     spec_path = task.problem_spec(instance, directory / "problem")
@@ -121,7 +122,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     iterations = iterations_for(search.programs, samples, contender.answers)
     overrides = {"search.iterations": iterations, "search.answers": contender.answers,
                  "search.target": float(optimum) + 1.0}  # out of reach: every run spends its whole budget
-    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides, {}, "process")
+    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides, RunOptions(), "process")
     metered = Metered(policy)
     run_dir.execute(config, metered, progress=False)
     found = run_vectors(directory / "run")
