@@ -32,6 +32,7 @@ Everything generated or evaluated is journaled in the run's database before it c
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter
@@ -287,12 +288,12 @@ class Evolution:
         return [self._shown(p) for p in parents], [self._shown(p) for p in inspirations]
 
     def _shown(self, program: Program) -> Shown:
-        scores = real_values(program.scores, self.objectives, self.db.config.minimize)  # as the scorer reported them
+        scores = real_values(program.vector, self.objectives, self.db.config.minimize)  # as the scorer reported them
         if not self.config.feedback:
-            return Shown(program.code, float(program.scalar), scores, program.id)
+            return Shown(program.code, program.value, scores, program.id)
         failed = tuple((child.failure_kind or "", child.failure_message or "", child.feedback)
                        for child in self.db.failed_children(program, FAILURES_SHOWN))
-        return Shown(program.code, float(program.scalar), scores, program.id, program.feedback, failed)
+        return Shown(program.code, program.value, scores, program.id, program.feedback, failed)
 
     # -- tell ------------------------------------------------------------------------------
 
@@ -336,7 +337,7 @@ class Evolution:
                    reply: str | None) -> Candidate:
         try:
             problem = self._reply_problem(reply)
-            if problem:
+            if problem or reply is None:
                 raise ParseFailure(problem)
             code = prompts.parse(prompt, reply)
         except ParseFailure as failure:
@@ -348,7 +349,7 @@ class Evolution:
         """The `prompt.answers` candidates of one set reply: each program parsed, failed or deduped alone."""
         m, reply = prompt.answers, None if completion is None else completion.text
         problem = self._reply_problem(reply)
-        found = ([ParseFailure(problem)] * m if problem
+        found = ([ParseFailure(problem)] * m if problem or reply is None
                  else prompt_sets.programs(prompt, reply, cut=completion.finish_reason == "length"))
         made = []
         for k, program in enumerate(found):
@@ -428,7 +429,7 @@ class Evolution:
     def _hits_target(self, evaluated: list[tuple[Candidate, Evaluation]]) -> bool:
         target = self.config.target
         return target is not None and any(
-            e.ok and float(scalarize(e.scores, self.db.weights)) >= target for _, e in evaluated)
+            e.scores is not None and float(scalarize(e.scores, self.db.weights)) >= target for _, e in evaluated)
 
     def _insert(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
         self.db.commit_iterations(batch, self.policy)  # programs and the counter, one transaction
@@ -441,7 +442,7 @@ class Evolution:
 
     def _refresh(self) -> None:
         best = self.db.best()
-        self.progress.iteration, self.progress.best = self.committed, None if best is None else float(best.scalar)
+        self.progress.iteration, self.progress.best = self.committed, None if best is None else best.value
         self.progress.coverage = float(self.db.archive.coverage) if self.db.config.features else None
         self.progress.reached_target = self._target_reached()
 
@@ -489,7 +490,7 @@ def run(evolution: Evolution, policy, evaluator: Evaluator,
     try:
         while not evolution.done:
             if call is None and (group := evolution.ask()) is not None:
-                call = (group, in_background(lambda g=group: generate(g)))
+                call = (group, in_background(functools.partial(generate, group)))
             waiting = [*evaluating, *([call[1]] if call else [])]
             wait(waiting, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
             if call is not None and call[1].done():

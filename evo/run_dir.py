@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from evo import spec as specs
 from evo.database import Database
@@ -120,7 +121,7 @@ def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out:
     """`policy`: one URI, or name -> URI for a run of several policies."""
     spec = check_spec(spec_path, overrides)
     named = dict(policy) if isinstance(policy, Mapping) else {}
-    policy = "" if named else policy
+    uri = "" if isinstance(policy, Mapping) else policy
     if named:
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)  # before DIR exists
     directory = Path(out) if out is not None else Path("runs") / spec.problem.name
@@ -130,12 +131,12 @@ def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{directory}: cannot create the run directory ({error.strerror}); pick another --out") from None
-    config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), loop, named)
+    config = RunConfig(directory, spec.path, uri, seed, executor, dict(overrides), loop, named)
     config.save()
     return config
 
 
-def resume_config(directory: Path, overrides: dict, loop: Mapping[str, object], executor: str | None,
+def resume_config(directory: Path, overrides: dict, loop: Mapping[str, Any], executor: str | None,
                   moved: Mapping[str, str] | None = None) -> RunConfig:
     """The stored settings, with new overrides on top (e.g. a larger --iterations), the RunOptions
     fields in `loop` (name -> value: the flags given) replacing the stored ones, and `moved`

@@ -10,6 +10,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -112,7 +113,8 @@ def command(task_name, k_text, instances, pool, temperature, tokens_per_answer, 
     text = _markdown(result, rows, baseline, instances)
     (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "compare.md").write_text(text)
-    np.savez_compressed(out / "pools.npz", **vectors, **{f"curve_{k}": np.array([r["best"] for r in v]) for k, v in runs.items()})
+    arrays: dict[str, Any] = {**vectors, **{f"curve_{k}": np.array([r["best"] for r in v]) for k, v in runs.items()}}
+    np.savez_compressed(out / "pools.npz", **arrays)
     written = _plots(result, vectors, runs, task, ks, out)
     if as_json:
         click.echo(json.dumps(result))

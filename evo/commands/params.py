@@ -98,7 +98,7 @@ class ConfigOption(click.Option):
     live in `training/`, which imports torch, and `evo --help` imports every command module."""
 
     def __init__(self, *decls, config: str, **attrs) -> None:
-        super().__init__(*decls, show_default=True, **attrs)
+        super().__init__(*decls, **{"show_default": True, **attrs})
         self.config = config
 
     def get_default(self, ctx: click.Context, call: bool = True):
@@ -112,7 +112,11 @@ def config_default(config: str, name: str):
 
     module, _, cls = config.partition(":")
     field = {f.name: f for f in dataclasses.fields(getattr(importlib.import_module(module), cls))}[name]
-    return field.default_factory() if field.default is dataclasses.MISSING else field.default
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if callable(field.default_factory):
+        return field.default_factory()
+    raise ValueError(f"{config}: field {name} has no default")
 
 
 class LazyChoice(click.Choice):
@@ -123,7 +127,7 @@ class LazyChoice(click.Choice):
         self.case_sensitive = True
 
     @property
-    def choices(self) -> tuple[str, ...]:
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]  # (click.Choice keeps them in an attribute; read lazily here)
         import importlib
 
         module, _, name = self.names.partition(":")

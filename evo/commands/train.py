@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -67,7 +68,8 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
         raise UserError("--task (or --spec) and --init are required (unless --resume)")
     check_weights(Path(init))
     try:
-        config = TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
+        given: dict[str, Any] = {"steps": steps} if steps else {}
+        config = TrainConfig(init=init, out=str(out), **given, **settings)
     except ValueError as error:
         raise UserError(str(error)) from None
     check_clip(config)
@@ -252,9 +254,9 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
 
     settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
     if resume:  # only the flags given on the command line, to compare with the stored settings
-        source = click.get_current_context().get_parameter_source
+        origin = click.get_current_context().get_parameter_source
         settings = {name: value for name, value in settings.items()
-                    if source(name) == click.core.ParameterSource.COMMANDLINE}
+                    if origin(name) == click.core.ParameterSource.COMMANDLINE}
     if init is not None:
         from evo.policies import resolve_checkpoint
 
