@@ -126,7 +126,7 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
         except ScorerError as error:
             raise UserError(str(error)) from None
     isolation = isolation or ("none" if callable(score) else "process")
-    limits = spec.SandboxLimits(isolation=isolation, **({} if timeout is None else {"timeout": timeout}))
+    limits = spec.SandboxLimits(isolation=isolation) if timeout is None else spec.SandboxLimits(isolation=isolation, timeout=timeout)
     if isolation == "none" and timeout is not None:
         raise UserError("timeout= bounds an evaluation in the sandbox; a scorer run in this process (a Python function, "
                         "isolation 'none') has no time limit: name it as 'file.py:function' to enforce one")
@@ -137,16 +137,14 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
         with Sandbox(score, config.objectives, limits, minimize=config.minimize, weights=config.weight_vector) as box:
             if not db.programs:
                 first = box.evaluate(code)
-                if not first.ok:
+                if first.failure is not None:
                     raise initial_fails(first.failure.kind, first.failure.message)
                 db.add_initial(code, first)
             answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
-            loop = LoopConfig(iterations=iterations, seed=seed, samples=settings.samples_per_prompt, style=style,
-                              system=system, target=settings.target, max_program_bytes=settings.max_program_bytes,
-                              answers=answers, answers_by=settings.answers_by)
+            loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers)
             progress = run(Evolution(loop, db, policy if isinstance(policy, str) else type(policy).__name__), chosen, box)
     except BaseException:
         db.close()
         raise
-    ranked = sorted(db.evaluated(), key=lambda p: (-p.scalar, p.id))
+    ranked = sorted(db.evaluated(), key=lambda p: (-p.value, p.id))
     return Evolved(db.best(), ranked[:top], db, out, progress)

@@ -57,6 +57,6 @@ def distinct_front(front: Sequence[Program], objectives: Sequence[str], minimize
     un-negated)}], in the order of their first program."""
     groups: dict[bytes, list[Program]] = {}
     for p in sorted(front, key=lambda p: p.id):
-        groups.setdefault(np.asarray(p.scores, dtype=np.float64).tobytes(), []).append(p)
+        groups.setdefault(np.asarray(p.vector, dtype=np.float64).tobytes(), []).append(p)
     return [{"id": group[0].id, "count": len(group), "ids": [p.id for p in group[:10]], "scalar": group[0].scalar,
-             "scores": real_values(group[0].scores, objectives, minimize)} for group in groups.values()]
+             "scores": real_values(group[0].vector, objectives, minimize)} for group in groups.values()]

@@ -32,12 +32,13 @@ Everything generated or evaluated is journaled in the run's database before it c
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,22 +60,41 @@ class Evaluator(Protocol):
     def submit(self, code: str) -> Future: ...
 
 
+def _flag(help: str, *, minimum: int | None = None, sampling: bool = False) -> dict[str, Any]:
+    """A RunOptions field's flag (evo/commands/params.py run_options): its help, and its rule:
+    an integer >= `minimum`, or the policies' own range rule of the same name (`sampling`)."""
+    return {"help": help, "minimum": minimum, "sampling": sampling}
+
+
 @dataclass(frozen=True)
-class LoopConfig:
-    """The loop's settings; the defaults of the spec's settings are the spec's own."""
+class RunOptions:
+    """The loop settings a run takes from its command line rather than its spec: one `evo run`
+    flag per field (--batch, --depth, ...), stored in the run's run.json (evo/run_dir.py)."""
+
+    batch: int = field(default=4, metadata=_flag("prompts per policy call", minimum=1))
+    depth: int = field(default=2, metadata=_flag("policy calls allowed ahead of the database", minimum=1))
+    max_new_tokens: int | None = field(default=None, metadata=_flag(  # None: 4096, or for `continue` twice the longest block + 64
+        "completion budget (default 4096; continue prompts: twice the parent's block + 64)", sampling=True))
+    temperature: float = field(default=1.0, metadata=_flag("sampling temperature (0: greedy)", sampling=True))
+    top_p: float = field(default=1.0, metadata=_flag("nucleus sampling, in (0, 1]", sampling=True))
+
+    @property
+    def lag(self) -> int:
+        """How far (in iterations) the database may lag behind the last generated iteration."""
+        return self.depth * self.batch
+
+
+@dataclass(frozen=True)
+class LoopConfig(RunOptions):
+    """The loop's settings: a run's RunOptions, and the spec's settings (whose defaults are the spec's own)."""
 
     iterations: int = SearchSettings.iterations
     seed: int = 0
     samples: int = SearchSettings.samples_per_prompt  # completions per prompt
-    batch: int = 4  # prompts per policy call
-    depth: int = 2  # policy calls that may run ahead of the database
     style: str = PromptSettings.style
     system: str = PromptSettings.system
     feedback: bool = PromptSettings.feedback  # show evaluator feedback and failed children with shown programs
     stop: tuple[str, ...] = ()
-    max_new_tokens: int | None = None  # None: 4096, or for `continue` twice the longest block + 64
-    temperature: float = 1.0
-    top_p: float = 1.0
     target: float | None = SearchSettings.target
     max_program_bytes: int = SearchSettings.max_program_bytes  # larger proposals fail as "too_large", unevaluated
     answers: int = 1  # programs per reply for a policy not named in policy_answers
@@ -84,15 +104,22 @@ class LoopConfig:
     separator: str = ""  # `continue` sets: between the programs of a reply ("": a marker line)
 
     @classmethod
-    def for_spec(cls, spec, seed: int = 0, **options: Any) -> "LoopConfig":
-        """The settings a spec gives (budget, samples, target, prompt), `options` on top."""
-        prompt = spec.prompt
-        given = dict(iterations=spec.search.iterations, samples=spec.search.samples_per_prompt,
-                     style=prompt.style, system=prompt.system, target=spec.search.target,
-                     feedback=prompt.feedback, max_program_bytes=spec.search.max_program_bytes,
-                     answers=spec.search.answers or 1, answers_by=spec.search.answers_by, separator=prompt.separator,
+    def of(cls, search: SearchSettings, prompt: PromptSettings, seed: int = 0, run: RunOptions = RunOptions(),
+           **changes: Any) -> "LoopConfig":
+        """The settings a spec's [search] and [prompt] tables give (budget, samples, target, prompt),
+        with the run's options; `changes`: fields replaced on top (e.g. iterations=6)."""
+        given = dict(iterations=search.iterations, samples=search.samples_per_prompt, style=prompt.style,
+                     system=prompt.system, target=search.target, feedback=prompt.feedback,
+                     max_program_bytes=search.max_program_bytes, answers=search.answers or 1,
+                     answers_by=search.answers_by, separator=prompt.separator,
                      set_head=Path(prompt.set_head).read_text(encoding="utf-8") if prompt.set_head else "")
-        return cls(seed=seed, **{**given, **options})
+        options = {f.name: getattr(run, f.name) for f in fields(RunOptions)}
+        return cls(seed=seed, **{**options, **given, **changes})
+
+    @classmethod
+    def for_spec(cls, spec, seed: int = 0, run: RunOptions = RunOptions(), **changes: Any) -> "LoopConfig":
+        """The settings a spec gives (LoopConfig.of its [search] and [prompt] tables)."""
+        return cls.of(spec.search, spec.prompt, seed, run, **changes)
 
     def answers_for(self, policy: str) -> int:
         """Programs per reply of the named policy."""
@@ -102,10 +129,6 @@ class LoopConfig:
         """(programs per completion, completions per prompt) for the named policy."""
         m = self.answers_for(policy)
         return (1, self.samples * m) if self.answers_by == "samples" else (m, self.samples)
-
-    @property
-    def lag(self) -> int:
-        return self.depth * self.batch
 
     @property
     def max_reply_bytes(self) -> int:
@@ -265,12 +288,12 @@ class Evolution:
         return [self._shown(p) for p in parents], [self._shown(p) for p in inspirations]
 
     def _shown(self, program: Program) -> Shown:
-        scores = real_values(program.scores, self.objectives, self.db.config.minimize)  # as the scorer reported them
+        scores = real_values(program.vector, self.objectives, self.db.config.minimize)  # as the scorer reported them
         if not self.config.feedback:
-            return Shown(program.code, float(program.scalar), scores, program.id)
+            return Shown(program.code, program.value, scores, program.id)
         failed = tuple((child.failure_kind or "", child.failure_message or "", child.feedback)
                        for child in self.db.failed_children(program, FAILURES_SHOWN))
-        return Shown(program.code, float(program.scalar), scores, program.id, program.feedback, failed)
+        return Shown(program.code, program.value, scores, program.id, program.feedback, failed)
 
     # -- tell ------------------------------------------------------------------------------
 
@@ -314,7 +337,7 @@ class Evolution:
                    reply: str | None) -> Candidate:
         try:
             problem = self._reply_problem(reply)
-            if problem:
+            if problem or reply is None:
                 raise ParseFailure(problem)
             code = prompts.parse(prompt, reply)
         except ParseFailure as failure:
@@ -326,7 +349,7 @@ class Evolution:
         """The `prompt.answers` candidates of one set reply: each program parsed, failed or deduped alone."""
         m, reply = prompt.answers, None if completion is None else completion.text
         problem = self._reply_problem(reply)
-        found = ([ParseFailure(problem)] * m if problem
+        found = ([ParseFailure(problem)] * m if problem or reply is None
                  else prompt_sets.programs(prompt, reply, cut=completion.finish_reason == "length"))
         made = []
         for k, program in enumerate(found):
@@ -406,7 +429,7 @@ class Evolution:
     def _hits_target(self, evaluated: list[tuple[Candidate, Evaluation]]) -> bool:
         target = self.config.target
         return target is not None and any(
-            e.ok and float(scalarize(e.scores, self.db.weights)) >= target for _, e in evaluated)
+            e.scores is not None and float(scalarize(e.scores, self.db.weights)) >= target for _, e in evaluated)
 
     def _insert(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
         self.db.commit_iterations(batch, self.policy)  # programs and the counter, one transaction
@@ -419,7 +442,7 @@ class Evolution:
 
     def _refresh(self) -> None:
         best = self.db.best()
-        self.progress.iteration, self.progress.best = self.committed, None if best is None else float(best.scalar)
+        self.progress.iteration, self.progress.best = self.committed, None if best is None else best.value
         self.progress.coverage = float(self.db.archive.coverage) if self.db.config.features else None
         self.progress.reached_target = self._target_reached()
 
@@ -467,7 +490,7 @@ def run(evolution: Evolution, policy, evaluator: Evaluator,
     try:
         while not evolution.done:
             if call is None and (group := evolution.ask()) is not None:
-                call = (group, in_background(lambda g=group: generate(g)))
+                call = (group, in_background(functools.partial(generate, group)))
             waiting = [*evaluating, *([call[1]] if call else [])]
             wait(waiting, timeout=FLUSH_SECONDS, return_when=FIRST_COMPLETED)
             if call is not None and call[1].done():

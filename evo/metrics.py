@@ -95,9 +95,9 @@ def _pareto_mask_2d(vectors: np.ndarray) -> np.ndarray:
 def _dominated_by(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
     if not len(others):
         return np.zeros(len(rows), dtype=bool)
-    ge = (others[None, :, :] >= rows[:, None, :]).all(axis=2)
-    gt = (others[None, :, :] > rows[:, None, :]).any(axis=2)
-    return (ge & gt).any(axis=1)
+    ge = np.all(others[None, :, :] >= rows[:, None, :], axis=2)
+    gt = np.any(others[None, :, :] > rows[:, None, :], axis=2)
+    return np.any(ge & gt, axis=1)
 
 
 def pareto_fraction(vectors: np.ndarray) -> float:

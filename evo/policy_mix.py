@@ -109,8 +109,8 @@ def improved(program: Program, programs: Mapping[int, Program]) -> bool:
     """An evaluated child scoring above the best of its (stored) parents."""
     if not program.ok:
         return False
-    scalars = [programs[p].scalar for p in program.parents if p in programs and programs[p].ok]
-    return not scalars or program.scalar > max(scalars)
+    scalars = [programs[p].value for p in program.parents if p in programs and programs[p].ok]
+    return not scalars or program.value > max(scalars)
 
 
 class PolicyTally:
@@ -123,7 +123,7 @@ class PolicyTally:
 
     def add(self, programs: Mapping[int, Program]) -> "PolicyTally":
         """Count the programs of `programs` (by id, in id order) not counted yet."""
-        top = next(reversed(programs), 0) if programs else 0
+        top = max(programs, default=0)
         for program_id in range(self.counted + 1, top + 1):
             program = programs.get(program_id)
             if program is None or program.is_copy or is_initial(program):
@@ -139,7 +139,7 @@ class PolicyTally:
         (listed even when never asked); `replies`: completions by policy (journal.reply_counts;
         None: one program per reply). A candidate journaled before policies were recorded
         (policy '') belongs to the run's one policy when its programs name just one."""
-        rows = {name: Counter() for name in names}
+        rows: dict[str, Counter] = {name: Counter() for name in names}
         rows.update((name, Counter(row)) for name, row in self.rows.items())
         named = [name for name in rows if name]
         for policy, status, count in statuses:

@@ -238,7 +238,7 @@ def edits_in(reply: str) -> list[tuple[str, str]]:
     for line in reply.split("\n"):
         if replace is not None:
             if _REPLACE.fullmatch(line):
-                edits.append(("\n".join(search), "\n".join(replace)))
+                edits.append(("\n".join(search or ()), "\n".join(replace)))
                 search = replace = None
             else:
                 replace.append(line)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 from dataclasses import replace
+from typing import Any
 
 from evo import spec as specs
 from evo.errors import UserError
@@ -45,7 +46,7 @@ class RayEvaluator:
             ray.init(address=address, num_cpus=None if address else count, include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         actor = ray.remote(num_cpus=1)(_Worker)
-        self._actors = [actor.remote(spec) for _ in range(workers or spec.sandbox.workers)]
+        self._actors: list[Any] = [actor.remote(spec) for _ in range(workers or spec.sandbox.workers)]  # actor handles
         self._busy = [0] * len(self._actors)
         self._lock = threading.Lock()
 

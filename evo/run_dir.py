@@ -14,20 +14,19 @@ import json
 import time
 from contextlib import contextmanager
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from evo import spec as specs
-from evo.database import DB_FILE as DATABASE_FILE
 from evo.database import Database
 from evo.errors import UserError, WorkFailed
-from evo.loop import Evolution, LoopConfig, Progress, run
+from evo.loop import Evolution, LoopConfig, Progress, RunOptions, run
 from evo.policy_mix import PolicyMix
 
 RUN_FILE, LOCK_FILE = "run.json", "run.lock"
 LEGACY_JOURNAL_FILE = "journal.sqlite"  # the loop's journal before it moved into DATABASE_FILE
-RUN_OPTIONS = ("batch", "depth", "max_new_tokens", "temperature", "top_p")  # loop settings a run stores
-LOOP_DEFAULTS = {name: getattr(LoopConfig, name) for name in RUN_OPTIONS}
+RUN_OPTIONS = tuple(f.name for f in fields(RunOptions))  # the loop settings a run stores, in run.json's "loop"
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class RunConfig:
     seed: int = 0
     executor: str = "process"
     overrides: dict = field(default_factory=dict)
-    loop: dict = field(default_factory=lambda: dict(LOOP_DEFAULTS))
+    loop: RunOptions = RunOptions()
     policies: dict = field(default_factory=dict)  # name -> URI for a run of named policies (`policy` is then "")
     history: list = field(default_factory=list)  # {"time", "policy", "from", "to"}: addresses replaced on resume
 
@@ -76,7 +75,7 @@ class RunConfig:
         problem = _run_file_problem(data)
         if problem:
             raise UserError(f"{path}: not a valid run file ({problem}); restore it or start a new run with evo run SPEC")
-        return cls(**{**data, "directory": directory, "spec_path": Path(data["spec_path"])})
+        return cls(**{**data, "directory": directory, "spec_path": Path(data["spec_path"]), "loop": RunOptions(**data["loop"])})
 
     def spec(self) -> specs.Spec:
         spec = specs.load(self.spec_path)
@@ -118,11 +117,11 @@ def check_spec(spec_path: Path, overrides: dict) -> specs.Spec:
 
 
 def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out: Path | None, overrides: dict,
-               loop: dict, executor: str) -> RunConfig:
+               loop: RunOptions, executor: str) -> RunConfig:
     """`policy`: one URI, or name -> URI for a run of several policies."""
     spec = check_spec(spec_path, overrides)
     named = dict(policy) if isinstance(policy, Mapping) else {}
-    policy = "" if named else policy
+    uri = "" if isinstance(policy, Mapping) else policy
     if named:
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)  # before DIR exists
     directory = Path(out) if out is not None else Path("runs") / spec.problem.name
@@ -132,18 +131,19 @@ def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{directory}: cannot create the run directory ({error.strerror}); pick another --out") from None
-    config = RunConfig(directory, spec.path, policy, seed, executor, dict(overrides), {**LOOP_DEFAULTS, **loop}, named)
+    config = RunConfig(directory, spec.path, uri, seed, executor, dict(overrides), loop, named)
     config.save()
     return config
 
 
-def resume_config(directory: Path, overrides: dict, loop: dict, executor: str | None,
+def resume_config(directory: Path, overrides: dict, loop: Mapping[str, Any], executor: str | None,
                   moved: Mapping[str, str] | None = None) -> RunConfig:
-    """The stored settings, with new overrides on top (e.g. a larger --iterations) and `moved`
+    """The stored settings, with new overrides on top (e.g. a larger --iterations), the RunOptions
+    fields in `loop` (name -> value: the flags given) replacing the stored ones, and `moved`
     policies at new addresses (name -> URI); nothing is written here: `execute` saves them once
     the run directory has accepted them."""
     config = RunConfig.read(Path(directory))
-    config = replace(config, overrides={**config.overrides, **overrides}, loop={**config.loop, **loop},
+    config = replace(config, overrides={**config.overrides, **overrides}, loop=replace(config.loop, **loop),
                      executor=executor or config.executor)
     if moved:
         config = move_policies(config, moved)
@@ -173,8 +173,7 @@ def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
     from evo.policies import answers_for
 
     answers = tuple((name, answers_for(uri, spec.search.answers)) for name, uri in config.named.items())
-    return LoopConfig.for_spec(spec, config.seed, policy_answers=answers,
-                               **{name: config.loop[name] for name in RUN_OPTIONS})
+    return LoopConfig.for_spec(spec, config.seed, config.loop, policy_answers=answers)
 
 
 def make_evaluator(spec: specs.Spec, executor: str):

@@ -217,14 +217,14 @@ def weights_problem(weights: Sequence[object], size: int) -> str:
     stays finite; else what they must be."""
     wanted = (f"{size} non-negative numbers with a positive sum of at most {MAX_WEIGHT_SUM:g} "
               "(weighted scores must stay finite)")
-    if len(weights) != size or not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w)
-                                       and w >= 0 for w in weights):
+    numbers = [float(w) for w in weights if isinstance(w, (int, float)) and not isinstance(w, bool)]
+    if len(weights) != size or len(numbers) != size or not all(math.isfinite(w) and w >= 0 for w in numbers):
         return wanted
-    total = sum(float(w) for w in weights)  # inf when it overflows
+    total = sum(numbers)  # inf when it overflows
     return "" if 0 < total <= MAX_WEIGHT_SUM else wanted
 
 
-def scalarize(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def scalarize(scores: np.ndarray | Sequence[float], weights: np.ndarray | Sequence[float]) -> np.ndarray:
     """The problem's scalar: the weighted mean of the objectives (works on (..., d) arrays)."""
     weights = np.asarray(weights, dtype=np.float64)
     return np.asarray(scores, dtype=np.float64) @ weights / weights.sum()

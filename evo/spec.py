@@ -234,7 +234,7 @@ def _keys(settings: type) -> tuple[str, ...]:
 def _problem(t: _Table, path: Path) -> ProblemSettings:
     programs = t.get(
         "program", _REQUIRED, "a path or a non-empty list of paths",
-        lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and v and all(isinstance(p, str) for p in v)),
+        lambda v: (isinstance(v, str) and v != "") or (isinstance(v, list) and bool(v) and all(isinstance(p, str) for p in v)),
     )
     resolved = tuple((path.parent / p).resolve() for p in ([programs] if isinstance(programs, str) else programs))
     for program in resolved:
@@ -245,7 +245,7 @@ def _problem(t: _Table, path: Path) -> ProblemSettings:
             raise SpecError(f"{t.origin}: [problem] program: {program.name}: {problem}")
     objectives = t.get(
         "objectives", _REQUIRED, "a non-empty list of distinct names",
-        lambda v: isinstance(v, list) and v and all(isinstance(o, str) and o for o in v) and len(set(v)) == len(v),
+        lambda v: isinstance(v, list) and bool(v) and all(isinstance(o, str) and o for o in v) and len(set(v)) == len(v),
     )
     weights = t.get(
         "weights", [1.0] * len(objectives), f"a list of {weights_problem((), len(objectives))}",
@@ -290,7 +290,7 @@ def _scorers(t: _Table, path: Path) -> list[str]:
     """The scorer, or the stages of a cascade (a list, cheapest first)."""
     expected = "'path.py:function', 'package.module:function' or a non-empty list of them (a cascade)"
     refs = t.get("scorer", _REQUIRED, expected, lambda v: (isinstance(v, str) and ":" in v) or (
-        isinstance(v, list) and v and all(isinstance(r, str) and ":" in r for r in v)))
+        isinstance(v, list) and bool(v) and all(isinstance(r, str) and ":" in r for r in v)))
     return [_scorer(t, path, ref) for ref in ([refs] if isinstance(refs, str) else refs)]
 
 
@@ -368,7 +368,8 @@ def _search(t: _Table) -> SearchSettings:
     if unknown:
         t.fail("selection_options", f"options of {selection!r} ({', '.join(options_of(selection)) or 'none'})",
                unknown[0])
-    counts = {name: t.integer(name, getattr(d, name), low=least) for name, least in low.items() if name != "islands"}
+    counts: dict[str, Any] = {name: t.integer(name, getattr(d, name), low=least)
+                              for name, least in low.items() if name != "islands"}
     return SearchSettings(
         islands=islands, topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),
         selection=selection, selection_options=dict(options), target=None if target is None else float(target),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import json
 import statistics
@@ -120,7 +121,7 @@ def update_figures(model, tokenizer, samples, args, micro_batches: int, device: 
     try:
         update(state, rolls, advantages)  # allocates AdamW's moments and warms the kernels
         memory.reset_peak(device)
-        seconds, record = timed(device, lambda: update(state, rolls, advantages))
+        seconds, record = timed(device, functools.partial(update, state, rolls, advantages))
         figures.update(seconds=round(seconds, 3), peak_memory_gib=round(memory.peak_gib(device), 2),
                        loss_finite=bool(torch.isfinite(torch.tensor(record["loss"]))))
     except torch.cuda.OutOfMemoryError:  # torch.OutOfMemoryError on torch >= 2.5; this name on older ones too

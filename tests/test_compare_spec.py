@@ -62,5 +62,5 @@ def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
 def test_compare_takes_a_task_or_a_spec(capsys):
     assert "one of them" in refused(capsys, "compare", "--spec", SPEC, "--task", "maze", "--policy", "a=mutate:")
     assert "one of them" in refused(capsys, "compare", "--policy", "a=mutate:")
-    assert "--set and --train go with --spec" in refused(capsys, "compare", "--task", "maze", "--policy", "a=mutate:",
-                                                         "--set", "search.islands=1")
+    assert "--set belongs to evo compare --spec" in refused(capsys, "compare", "--task", "maze", "--policy", "a=mutate:",
+                                                            "--set", "search.islands=1")

@@ -51,7 +51,10 @@ def test_completions_are_whole_fenced_programs_edited_inside_the_block() -> None
 
 def test_seeded() -> None:
     policy = MutatePolicy()
-    texts = lambda seed: [c.text for c in policy.generate([prompt_for(PROGRAM)] * 2, n=4, seed=seed)[0]]
+
+    def texts(seed):
+        return [c.text for c in policy.generate([prompt_for(PROGRAM)] * 2, n=4, seed=seed)[0]]
+
     assert texts(3) == texts(3) and texts(3) != texts(4)
 
 

@@ -17,13 +17,14 @@ import json, sys
 if __name__ == "__main__":
     import torch
     from evo import run_dir
+    from evo.loop import RunOptions
     from evo.policies import load
     from evo.policies.sampler import Sampler
     from training.online import OnlinePolicy, OnlineSettings
     init, out, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
     overrides = {"prompt.style": "continue", "search.iterations": 4}
     config = run_dir.new_config("examples/nguyen7/problem.toml", "vllm:" + init, 0, out, overrides,
-                                {"batch": 1, "depth": 1, "max_new_tokens": 12}, "process")
+                                RunOptions(batch=1, depth=1, max_new_tokens=12), "process")
     engine = load("vllm:" + init, dtype="float32", max_model_len=512, kv_cache_memory_bytes=kv, enforce_eager=True)
     settings = OnlineSettings("grpo", 1, {"entropy_coef": 0.05, "lr": 0.01})
     spec = config.spec()

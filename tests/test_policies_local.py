@@ -134,7 +134,10 @@ def test_rollout_tensors_line_up_with_completions(model) -> None:
 
 def test_seed_reproduces_and_varies(model) -> None:
     sampler = Sampler(model, TOK)
-    texts = lambda seed: [c.text for g in sampler.sample(PROMPTS, n=4, max_new_tokens=12, seed=seed).completions for c in g]
+
+    def texts(seed):
+        return [c.text for g in sampler.sample(PROMPTS, n=4, max_new_tokens=12, seed=seed).completions for c in g]
+
     first = texts(5)
     assert texts(5) == first
     assert texts(6) != first
@@ -262,5 +265,8 @@ def test_exponential_race_draws_from_the_distribution() -> None:
 
 def test_stop_helpers() -> None:
     assert first_stop("abcdef", ["de", "bc", "zz"]) == 1 and first_stop("abc", ["x"]) == -1
-    decode = lambda ids: "".join(chr(96 + i) for i in ids)
+
+    def decode(ids):
+        return "".join(chr(96 + i) for i in ids)
+
     assert tokens_through_stop([1, 2, 3, 4, 5], 2, ["cd"], decode) == 4

@@ -57,7 +57,7 @@ def test_splice_adds_newline_before_end_marker():
     assert split(out).head == "import math\n\n" and split(out).tail == "\nprint(f(1))\n"
 
 
-_lines = st.lists(st.text(alphabet="abc =()\t#:", max_size=12), max_size=6).map(lambda ls: "".join(l + "\n" for l in ls))
+_lines = st.lists(st.text(alphabet="abc =()\t#:", max_size=12), max_size=6).map(lambda ls: "".join(line + "\n" for line in ls))
 
 
 @given(head=_lines, block=_lines, tail=_lines, new=_lines)

@@ -3,7 +3,6 @@ and corrupt weights, states, metrics and configs or bad numbers are one line, ne
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -124,7 +124,10 @@ def test_vllm_serve_through_openai_policy(served, checkpoints) -> None:
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=5e-3), (c.logprobs, ref)
     again = policy.generate(PROMPTS, n=3, max_new_tokens=12, temperature=1.0, seed=1)
     other = policy.generate(PROMPTS, n=3, max_new_tokens=12, temperature=1.0, seed=2)
-    texts = lambda o: [c.text for g in o for c in g]
+
+    def texts(o):
+        return [c.text for g in o for c in g]
+
     assert texts(again) == texts(out) and texts(other) != texts(out)
 
 

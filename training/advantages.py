@@ -19,6 +19,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import numpy as np
 
@@ -58,8 +59,12 @@ REGISTRY: dict[str, Entry] = {}
 INPUTS = ("weights", "rng", "goals", "archive")  # keyword arguments the trainer supplies; the others are options
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -71,10 +76,10 @@ class Option:
 
 
 OPTIONS: dict[str, Option] = {
-    "K": Option("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
+    "K": Option("an integer >= 1", lambda v: _integer(v) and v >= 1),
     "alpha": Option("a finite number > 0", lambda v: _number(v) and v > 0),
     "sobol": Option("True or False", lambda v: isinstance(v, bool)),
-    "k": Option("an integer >= 2 (or None: G // 2)", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 2)),
+    "k": Option("an integer >= 2 (or None: G // 2)", lambda v: v is None or (_integer(v) and v >= 2)),
     "eps": Option("a finite number > 0", lambda v: _number(v) and v > 0),
 }
 
@@ -106,7 +111,8 @@ def option_problem(name: str, options: Mapping[str, object], group: int | None =
     for key, value in options.items():
         if not OPTIONS[key].accepts(value):
             return f"{key} must be {OPTIONS[key].what}, got {value!r}"[:200]
-    if group is not None and options.get("k") is not None and options["k"] > group:
+    k = options.get("k")
+    if group is not None and _integer(k) and k > group:
         return f"k must be <= G, the rollouts per prompt ({group}), got {options['k']}"
     return ""
 
@@ -212,11 +218,11 @@ def pkpo_matrices(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     from scipy.special import comb  # scipy is imported where it is used: the trainer runs without it
 
     j = np.arange(n)[:, None]  # rank of the sample, 0-based
-    l = np.arange(n)[None, :]  # rank of the subset's max
+    top = np.arange(n)[None, :]  # rank of the subset's max
     total = comb(n - 1, k - 1)
-    own = np.where(l == j, comb(j, k - 1), 0.0)
-    above = np.where(l > j, comb(l - 1, k - 2), 0.0)
-    below = np.where(l < j, comb(l, k - 2), 0.0)
+    own = np.where(top == j, comb(j, k - 1), 0.0)
+    above = np.where(top > j, comb(top - 1, k - 2), 0.0)
+    below = np.where(top < j, comb(top, k - 2), 0.0)
     return (own + above) / total, (below + above) / total
 
 

@@ -19,11 +19,11 @@ own reward is already zero).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from tasks.base import Instance, Similar
+from tasks.base import Instance, Similar, Task
 from tasks.completions import parsed_answers
 from training.rollouts import Rollouts
 
@@ -62,7 +62,11 @@ def similarity_matrix(task: Similar, instances: Sequence[Instance], answers: Seq
     return sim
 
 
-def rollout_similarity(task: Similar, rolls: Rollouts) -> np.ndarray:
+class SimilarTask(Task, Similar, Protocol):
+    """A task that can say how alike two of its answers are."""
+
+
+def rollout_similarity(task: SimilarTask, rolls: Rollouts) -> np.ndarray:
     """(B, G, G) similarities of single-answer rollouts' answers (parsed as scoring does)."""
     group = rolls.rewards.shape[1]
     answers = []

@@ -95,16 +95,16 @@ def collect(
     texts (token ids; default: the texts, tokenized by the sampler)."""
     prompts = [task.prompt(i, m) for i in instances] if prompts is None else list(prompts)
     sampler = sampler if sampler is not None else Sampler(model, tokenizer)
-    batched = isinstance(task, BatchScored)
-    stop = task.stop(instances) if batched else ()
+    batched = task if isinstance(task, BatchScored) else None
+    stop = batched.stop(instances) if batched is not None else ()
     samples = sampler.sample(encode(prompts) if encode is not None else prompts, n=group, max_new_tokens=max_new_tokens,
                              temperature=temperature, top_p=top_p, seed=seed, **({"stop": stop} if stop else {}))
     flat = [c for row in samples.completions for c in row]
     texts = [c.text for c in flat]
     finished = [c.finish_reason == "stop" for c in flat]
     b, d = len(instances), len(task.objectives)
-    if batched:
-        rewards, parsed = task.score_completions(instances, samples.completions)
+    if batched is not None:
+        rewards, parsed = batched.score_completions(instances, samples.completions)
     else:
         rows = [(instances[row // group], text, finished[row]) for row, text in enumerate(texts)]
         rewards, parsed = score_many(task, rows, m, scoring)

@@ -89,7 +89,7 @@ def learning_rate(step: int, config: SFTConfig) -> float:
     return config.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[int, float], None] = lambda s, l: None):
+def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[int, float], None] = lambda step, loss: None):
     """Train `model` in place on `task`'s demonstrations; returns the list of losses."""
     torch.set_num_threads(config.threads)
     torch.manual_seed(config.seed)

@@ -1,183 +1,67 @@
-"""`evo compare --task T --policy NAME=URI ... [--k 1,5,10,30] [--out DIR] [--json]`, and
-`evo compare --spec SPEC --policy NAME=URI ... --seeds S --programs P` (evo/commands/compare_spec.py).
-Each policy is asked the way it was trained (m programs per reply from its training config,
-or --answers NAME=M), and every search is budgeted in programs proposed, equal for all."""
+"""`evo compare`: two modes under one name, each its own click command with only its own flags.
+
+    evo compare --task T    --policy NAME=URI ...   evo/commands/compare_task.py (sampling metrics, then search)
+    evo compare --spec SPEC --policy NAME=URI ...   evo/commands/compare_spec.py (search on your own problem)
+
+`--task` or `--spec` picks the mode; a flag of the other mode is refused in one line that
+names the mode it belongs to.
+"""
 
 from __future__ import annotations
 
-import json
-import shlex
-import sys
-from pathlib import Path
-
 import click
-import numpy as np
 
-from evo.commands import params
-from evo.compare.pools import Sampling
-from evo.compare.search import Search
+from evo.commands import compare_spec, compare_task
 from evo.errors import UserError
 
-
-def _contenders(policies: tuple[str, ...], answers: tuple[str, ...]):
-    from evo.compare.pools import Contender
-    from evo.policies import trained_answers
-
-    uris = params.parse_pairs(policies, "--policy")
-    if len(uris) < 1:
-        raise UserError("give at least one --policy NAME=URI")
-    forced = params.answers_pairs(answers, uris)
-    return [Contender(name, uri, forced[name] if name in forced else trained_answers(uri)) for name, uri in uris.items()]
+MODES: dict[str, click.Command] = {"--task": compare_task.command, "--spec": compare_spec.command}
+HELP = ("Compare policies on a task family (--task T: matched-budget sampling metrics, then evolutionary search) "
+        "or by evolutionary search on your own problem (--spec PROBLEM.toml).")
 
 
-def _ks(text: str, pool: int) -> tuple[int, ...]:
-    try:
-        ks = tuple(sorted({int(k) for k in text.split(",") if k.strip()}))
-    except ValueError:
-        raise UserError(f"--k {text!r}: expected comma-separated integers, e.g. 1,5,10,30") from None
-    if not ks or ks[0] < 1 or ks[-1] > pool:
-        raise UserError(f"--k {text!r}: every k must be between 1 and the pool size {pool}")
-    return ks
+def flags(command: click.Command) -> set[str]:
+    """Every spelling of every option of `command` (--name, --no-name, -x)."""
+    return {name for param in command.params if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts)}
 
 
-@click.command(name="compare")
-@click.option("--task", "task_name", help="a registered task family (see evo tasks)")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="instead of --task: compare by search on your own problem spec (with --seeds, --calls, --set)")
-@click.option("--seeds", default=3, show_default=True, type=click.IntRange(2), help="--spec: search runs per policy (paired by seed)")
-@click.option("--programs", default=120, show_default=True, type=click.IntRange(1),
-              help="--spec: programs proposed per search run, the same for every policy (a reply of m programs counts m)")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in evo run")
-@click.option("--train", "train", multiple=True, metavar="NAME=ALGO",
-              help="--spec: train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
-@click.option("--train-every", type=click.IntRange(1), default=None, help="--spec --train: committed iterations per PPO step (default 4)")
-@click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--spec --train: as evo run --train-option")
-@click.option("--policy", "policies", multiple=True, metavar="NAME=URI", help="a policy to compare (repeatable; the first is the baseline)")
-@click.option("--answers", multiple=True, metavar="NAME=M",
-              help="programs per reply for a policy, in sampling and search (default: from its train_config.json, else 1)")
-@click.option("--k", "k_text", default="1,5,10,30", show_default=True, help="k values for pass@k and best@k")
-@click.option("--instances", default=100, show_default=True, type=click.IntRange(2), help="held-out instances to sample")
-@click.option("--pool", default=Sampling.pool, show_default=True, type=click.IntRange(1), help="candidate answers per instance and policy")
-@click.option("--temperature", default=Sampling.temperature, show_default=True, type=params.TEMPERATURE)
-@click.option("--tokens-per-answer", default=Sampling.tokens_per_answer, show_default=True, type=click.IntRange(1))
-@click.option("--search-instances", default=Search.instances, show_default=True, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
-@click.option("--search-seeds", default=Search.seeds, show_default=True, type=click.IntRange(1))
-@click.option("--search-programs", default=Search.programs, show_default=True, type=click.IntRange(1),
-              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
-@click.option("--search-pool", default=Search.pool, show_default=True, type=click.IntRange(0),
-              help="hard instances: no policy's pool of this many sampled answers reaches the optimum (0: only the initial program's rule)")
-@click.option("--search-instance-seed", default=Search.instance_seed, show_default=True, type=int,
-              help="seed of the hard search instances (test split), apart from --seed's sampling instances")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/compare"), show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
-@click.option("--resume", is_flag=True, help="--task: continue a stopped comparison in --out (same arguments): finished search runs are kept")
-@click.option("--quiet", is_flag=True, help="no progress bar")
-def command(task_name, spec_path, seeds, programs, sets, train, train_every, train_options, policies, answers, k_text, instances, pool,
-            temperature, tokens_per_answer, search_instances, search_seeds, search_programs, search_pool, search_instance_seed, seed,
-            out, as_json, resume, quiet) -> None:
-    """Compare policies on a task (matched-budget sampling metrics, then evolutionary search) or,
-    with --spec, by evolutionary search on your own problem."""
-    if (task_name is None) == (spec_path is None):
+def mode_of(args: list[str]) -> str | None:
+    """The mode flag among `args` ("--task" or "--spec"); None when neither; a UserError for both."""
+    given = {flag for flag in MODES for arg in args if arg == flag or arg.startswith(flag + "=")}
+    if len(given) > 1:
         raise UserError("give --task T (a task family) or --spec PROBLEM.toml (your problem), one of them")
-    if spec_path is not None:
-        from evo.commands import compare_spec
-
-        if resume:
-            raise UserError("--resume goes with --task; a --spec comparison starts afresh in a new --out")
-        return compare_spec.compare(spec_path, policies, sets, seeds, programs, seed, out, as_json, quiet,
-                                    train, train_every, train_options, answers)
-    if sets or train or train_every or train_options:
-        raise UserError("--set and --train go with --spec")
-    import tasks
-    from evo import policies as registry
-    from evo.compare import pools, search, summary
-
-    try:
-        task = tasks.get(task_name)
-    except tasks.UnknownTask as error:
-        raise UserError(str(error)) from None
-    contenders = _contenders(policies, answers)
-    ks = _ks(k_text, pool)
-    for c in contenders:
-        if pool % c.answers:
-            raise UserError(f"--pool {pool} is not a multiple of {c.name}'s {c.answers} answers per completion")
-    if ((out / "compare.json").exists() or (out / "search").exists()) and not resume:
-        raise UserError(f"{out} already holds a comparison; continue a stopped one with --resume (same arguments), "
-                        "or pick another --out or remove it")
-    loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
-    sampling = Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed)
-    settings = Search(instances=search_instances, seeds=search_seeds, programs=search_programs, instance_seed=search_instance_seed,
-                      pool=search_pool)
-    held_out = pools.held_out(task, instances, seed, fronts=False)
-    out.mkdir(parents=True, exist_ok=True)
-
-    from tqdm import tqdm
-
-    total = len(contenders) * (instances + settings.instances * settings.seeds)
-    with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:
-        vectors, columns, runs = {}, {}, {}
-        for c in contenders:
-            bar.set_description(f"sampling {c.name}")
-            vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out.instances, c.answers, sampling, bar.update)
-            columns[c.name] = summary.per_instance(vectors[c.name], task.weights, held_out.optimum, ks)
-        if settings.instances:
-            bar.set_description("searching")
-            runs = search.run_all(task, contenders, loaded, settings, out / "search", lambda: bar.update(1))
-
-    baseline = contenders[0].name
-    rows = summary.table(columns, baseline, seed=seed)
-    result = {
-        "task": task_name,
-        "policies": {c.name: {"uri": c.uri, "answers": c.answers} for c in contenders},
-        "settings": {"instances": instances, "pool": pool, "k": list(ks), "temperature": temperature, "seed": seed,
-                     "search": settings.__dict__},
-        "sampling": rows,
-        "search": search.summary(runs, baseline, seed) if runs else {},
-        "command": shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None,
-    }
-    text = _markdown(result, rows, baseline, instances)
-    (out / "compare.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "compare.md").write_text(text)
-    np.savez_compressed(out / "pools.npz", **vectors, **{f"curve_{k}": np.array([r["best"] for r in v]) for k, v in runs.items()})
-    written = _plots(result, vectors, runs, task, ks, out)
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        click.echo(text + "".join(f"wrote {p}\n" for p in [out / "compare.md", out / "compare.json", *written]))
+    return next(iter(given), None)
 
 
-def _markdown(result: dict, rows: dict, baseline: str, instances: int) -> str:
-    from evo.compare import summary
-
-    lines = [f"# evo compare: {result['task']}", "", "## Matched-budget sampling", "", summary.markdown(rows, baseline, instances)]
-    if result["search"]:
-        search = result["settings"]["search"]
-        answers = ", ".join(f"{name} {p['answers']}" for name, p in result["policies"].items())
-        lines += ["## Evolutionary search", "",
-                  f"{search['programs']} programs proposed per run (programs per reply: {answers}); success: the optimum "
-                  "reached; final best and area under best-so-far as fractions of the optimum; hypervolume as a fraction of "
-                  "the oracle front's. Paired by (instance, seed).", "",
-                  summary.markdown(result["search"], baseline, search["instances"] * search["seeds"]).replace(
-                      "held-out instances", "paired runs")]
-    if result["command"]:
-        lines += ["Reproduce:", "", "```bash", result["command"], "```", ""]
-    return "\n".join(lines)
+def refuse_other_mode(mode: str, option: str | None) -> None:
+    """A UserError when `option` is a flag of the other mode only."""
+    other = next(flag for flag in MODES if flag != mode)
+    if option and option in flags(MODES[other]) - flags(MODES[mode]):
+        raise UserError(f"{option} belongs to evo compare {other} (the {other[2:]} mode), not to evo compare {mode}")
 
 
-def _plots(result, vectors, runs, task, ks, out: Path) -> list[Path]:
-    from evo.compare import plots
+class Compare(click.Command):
+    """Hands the command line to the mode its --task or --spec names (evo/cli.py calls make_context)."""
 
-    if not plots.available():
-        click.echo("plots skipped: matplotlib is missing (pip install 'vpo-evo[plots]')", err=True)
-        return []
-    written = [plots.best_at_k(result["sampling"], ks, out / "best_at_k.png"),
-               plots.reward_scatter(vectors, task.objectives, out / "reward_space.png")]
-    if runs:
-        from evo.compare import search
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        mode = mode_of(args)
+        if mode is None:
+            if any(arg in ("--help", "-h") for arg in args):
+                click.echo(self.both_helps(info_name, parent))
+                raise click.exceptions.Exit(0)
+            raise UserError("give --task T (a task family) or --spec PROBLEM.toml (your problem), one of them")
+        try:
+            return MODES[mode].make_context(info_name, args, parent=parent, **extra)
+        except click.NoSuchOption as error:
+            refuse_other_mode(mode, error.option_name)
+            raise
 
-        written.append(plots.evolution({k: np.array([r["best"] for r in v]) for k, v in runs.items()}, out / "evolution.png"))
-        grid, by_tokens = search.token_curves(runs)
-        written.append(plots.evolution(by_tokens, out / "evolution_tokens.png", xlabel="generated tokens",
-                                       x=grid))
-    return written
+    def both_helps(self, info_name, parent) -> str:
+        parts = [HELP]
+        for flag, command in MODES.items():
+            ctx = click.Context(command, info_name=f"{info_name} {flag} ...", parent=parent)
+            parts.append(f"\n== evo compare {flag} ==\n\n{command.get_help(ctx)}")
+        return "\n".join(parts)
+
+
+command = Compare(name="compare", help=HELP, short_help="Compare policies on a task family (--task) or your own problem (--spec).")

@@ -1,5 +1,6 @@
-"""`evo compare --spec SPEC --policy NAME=URI ... --seeds S --calls C`: search-only comparison of
-policies on a user's own problem (evo/compare/spec_search.py), written like `evo compare --task`."""
+"""`evo compare --spec SPEC --policy NAME=URI ... --seeds S --programs P`: the spec mode of
+`evo compare` (evo/commands/compare.py), a search-only comparison of policies on a user's own
+problem (evo/compare/spec_search.py), written like `evo compare --task`."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
         if every is not None or options:
             raise UserError("--train-every and --train-option go with --train NAME=ALGO")
         return {}
-    from evo.commands.train import parse_options
     from training.online import OnlineSettings
 
     algos = params.parse_pairs(pairs, "--train")
@@ -32,7 +32,7 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
         if not uris[name].startswith(("local:", "vllm:")):
             raise UserError(f"--train {name}: only a local:PATH or vllm:PATH policy trains in this process, not {uris[name]!r}")
-    settings = {name: OnlineSettings.of(algo, every or 4, parse_options(options)) for name, algo in algos.items()}
+    settings = {name: OnlineSettings.of(algo, every or 4, params.parse_options(options)) for name, algo in algos.items()}
     for one in settings.values():
         one.check_group(group)
     return settings
@@ -46,8 +46,7 @@ def trained(settings):
     def wrap(config, policy):
         spec = config.spec()
         fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
-        lag = int(config.loop["depth"]) * int(config.loop["batch"])
-        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=lag,
+        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=config.loop.lag,
                             objectives=spec.problem.objectives, weights=spec.problem.weights,
                             group=spec.search.samples_per_prompt)
 
@@ -60,11 +59,10 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     from tqdm import tqdm
 
     from evo import policies as registry
-    from evo.commands.run import spec_overrides
     from evo.compare import spec_search, summary
     from evo.run_dir import check_spec
 
-    overrides = spec_overrides({}, sets)
+    overrides = params.spec_overrides({}, sets)
     spec = check_spec(spec_path, overrides)
     uris = params.parse_pairs(policies, "--policy")
     if not uris:
@@ -145,3 +143,21 @@ def plots(best: dict, volume: dict, out: Path) -> list[Path]:
     if volume:
         written.append(plotting.evolution(volume, out / "hypervolume.png", ylabel="front hypervolume so far"))
     return written
+
+
+@click.command(name="compare")
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="your problem spec: compare the policies by search on it")
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(2), help="search runs per policy (paired by seed)")
+@click.option("--programs", default=120, show_default=True, type=click.IntRange(1),
+              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a spec key, as in evo run")
+@click.option("--train", "train", multiple=True, metavar="NAME=ALGO",
+              help="train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
+@click.option("--train-every", type=click.IntRange(1), default=None, help="--train: committed iterations per PPO step (default 4)")
+@click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--train: as evo run --train-option")
+@params.compare_options
+def command(spec_path, seeds, programs, sets, train, train_every, train_options, policies, answers, seed, out, as_json,
+            quiet) -> None:
+    """Compare policies by evolutionary search on your own problem spec, run seeds paired."""
+    compare(spec_path, policies, sets, seeds, programs, seed, out, as_json, quiet, train, train_every, train_options, answers)

@@ -165,6 +165,6 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     if eval_instances:
         result.update(held_out_quality(model, tokenizer, task, held_out, samples=samples, m=config.m,
                                        max_new_tokens=max_new_tokens, temperature=temperature, seed=seed))
-    if evaluate_dir is None:
+    if out_dir is not None and evaluate_dir is None:
         (Path(out_dir) / "pretrain.json").write_text(json.dumps(result, indent=1) + "\n")
     click.echo(json.dumps(result))

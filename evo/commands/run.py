@@ -2,81 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import tomllib
-import types
-import typing
-from dataclasses import fields
 from pathlib import Path
 
 import click
 
-from evo import spec as specs
 from evo.commands import params
+from evo.commands.params import spec_overrides
 from evo.errors import UserError
-from evo.loop import LoopConfig
+from evo.loop import RunOptions
 from evo.policy_mix import PolicyMix
-
-_SECTIONS = {"sandbox": specs.SandboxLimits, "search": specs.SearchSettings, "prompt": specs.PromptSettings}
-
-
-def _click_type(annotation: object) -> type:
-    kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    if bool in kinds:
-        return bool
-    for kind in (int, float):
-        if kind in kinds and str not in kinds:
-            return kind
-    return str
-
-
-def _spec_options(command):
-    """One `--name` flag per spec setting ([sandbox], [search], [prompt]); `--set` for the rest."""
-    hints = {section: typing.get_type_hints(cls) for section, cls in _SECTIONS.items()}
-    for section, cls in reversed(_SECTIONS.items()):
-        for f in reversed(fields(cls)):
-            flag = "--" + f.name.replace("_", "-")
-            command = click.option(flag, f"{section}__{f.name}", type=_click_type(hints[section][f.name]),
-                                   default=None, help=f"override [{section}] {f.name}")(command)
-    return command
-
-
-_TABLES = ("selection_options", "policy_weights")  # [search] keys whose flag takes an inline TOML table
-
-
-def _parse_value(text: str) -> object:
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def spec_overrides(options: dict, sets: tuple[str, ...]) -> dict[str, object]:
-    """Dotted spec overrides from the `--name` flags and `--set KEY=VALUE` pairs."""
-    overrides: dict[str, object] = {}
-    for name, value in options.items():
-        if "__" in name and value is not None:
-            section, key = name.split("__", 1)
-            if key in _TABLES and isinstance(value, str):  # --policy-weights '{fast = 3, big = 1}'
-                value = _parse_value(value)
-            if key == "topology" and isinstance(value, str) and value.lstrip().startswith("["):
-                value = _parse_value(value)
-                if isinstance(value, str):
-                    raise UserError(f"--topology {value!r}: expected a topology name or a list of island pairs, "
-                                    "e.g. --topology '[[0, 1], [1, 2]]'")
-            overrides[f"{section}.{key}"] = value
-    for item in sets:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"--set {item!r}: expected KEY=VALUE, e.g. --set features.length.bins=20")
-        overrides[key.strip()] = _parse_value(value.strip())
-    for key, value in overrides.items():  # stored in run.json and used in every prompt: valid text only
-        try:
-            json.dumps({key: value}, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise UserError(f"--set/--{key.rpartition('.')[2].replace('_', '-')}: {value!r} is not valid UTF-8 text") from None
-    return overrides
-
 
 def _set_threads(threads: int | None, policy_uris) -> None:
     """A local model shares the CPU with the evaluations: oversubscribed torch threads cost
@@ -101,14 +35,7 @@ def _set_threads(threads: int | None, policy_uris) -> None:
               help="continue the run in DIR (after a crash or kill)")
 @click.option("--executor", type=click.Choice(["process", "ray"]), default=None,
               help="evaluation workers: the sandbox's process pool (default) or Ray actors")
-@click.option("--batch", type=click.IntRange(min=1), default=None,
-              help=f"prompts per policy call (default {LoopConfig.batch})")
-@click.option("--depth", type=click.IntRange(min=1), default=None,
-              help=f"policy calls allowed ahead of the database (default {LoopConfig.depth})")
-@click.option("--max-new-tokens", type=params.MAX_NEW_TOKENS, default=None,
-              help="completion budget (default 4096; continue prompts: twice the parent's block + 64)")
-@click.option("--temperature", type=params.TEMPERATURE, default=None, help=f"default {LoopConfig.temperature} (0: greedy)")
-@click.option("--top-p", type=params.TOP_P, default=None, help=f"nucleus sampling, in (0, 1]; default {LoopConfig.top_p}")
+@params.run_options
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override any spec key, e.g. --set features.length.bins=20 (repeatable)")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -119,16 +46,14 @@ def _set_threads(threads: int | None, policy_uris) -> None:
 @click.option("--train-every", type=click.IntRange(min=1), default=None, help="--train: committed iterations per PPO step (default 4)")
 @click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE",
               help="--train: lr, entropy_coef, eps_low, ... or an estimator option (K=100)")
-@_spec_options
-def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, depth, max_new_tokens,
-            temperature, top_p, sets, threads, quiet, train_algo, train_every, train_options, **options) -> None:
+@params.spec_options
+def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threads, quiet, train_algo, train_every,
+            train_options, **options) -> None:
     """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
     from evo import policies, run_dir
     from evo.policies import fit
 
-    loop_options = {"batch": batch, "depth": depth, "max_new_tokens": max_new_tokens,
-                    "temperature": temperature, "top_p": top_p}  # run_dir.RUN_OPTIONS
-    loop_options = {k: v for k, v in loop_options.items() if v is not None}  # unset: stored defaults
+    loop_options = params.run_options_given(options)  # unset: the defaults, or a resumed run's stored values
     overrides = spec_overrides(options, sets)
     if resume_dir is not None:
         if spec_path is not None or seed is not None:
@@ -155,7 +80,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, batch, dept
     if resume_dir is None:
         single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
         config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
-                                    loop_options, executor or "process")
+                                    RunOptions(**loop_options), executor or "process")
     if online is not None or (resume_dir is not None and (resume_dir / "online" / "settings.json").exists()):
         loaded = _trained_online(config, loaded, online)
     summary = run_dir.execute(config, loaded, progress=not quiet)
@@ -170,10 +95,9 @@ def _online_settings(algo: str | None, every: int | None, pairs: tuple[str, ...]
         return None
     if resume_dir is not None:
         raise UserError("--resume DIR keeps the run's --train settings; give only --resume")
-    from evo.commands.train import parse_options
     from training.online import OnlineSettings
 
-    return OnlineSettings.of(algo, every or 4, parse_options(pairs))
+    return OnlineSettings.of(algo, every or 4, params.parse_options(pairs))
 
 
 def _trained_online(config, loaded: dict, settings) -> dict:
@@ -185,7 +109,6 @@ def _trained_online(config, loaded: dict, settings) -> dict:
         raise UserError("--train trains one policy; give a single --policy local:PATH")
     spec = config.spec()
     (name, policy), = loaded.items()
-    lag = int(config.loop["depth"]) * int(config.loop["batch"])
-    return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=lag,
+    return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=config.loop.lag,
                                objectives=spec.problem.objectives, weights=spec.problem.weights,
                                group=spec.search.samples_per_prompt)}

@@ -54,7 +54,7 @@ def summary(directory: Path) -> dict:
         "iterations": stats["iterations"],
         "best": None if best is None else {
             "id": best.id, "scalar": best.scalar,
-            "scores": real_values(best.scores, objectives, minimize), "code": best.code},
+            "scores": real_values(best.vector, objectives, minimize), "code": best.code},
         "pareto": pareto,
         "coverage": stats["coverage"] if has_features else None,
         "failure_messages": messages,
@@ -147,7 +147,7 @@ def best_so_far(db, path: Path) -> Path:
 
     programs = db.evaluated()
     iterations = [p.iteration for p in programs]
-    running = np.maximum.accumulate([p.scalar for p in programs]) if programs else []
+    running = np.maximum.accumulate([p.value for p in programs]) if programs else np.zeros(0)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.step(iterations, running, where="post")
     ax.set_xlabel("iteration")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -13,7 +14,7 @@ def command(as_json: bool) -> None:
     """List the registered task families with their objectives and weights."""
     import tasks
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in tasks.names():
         try:
             task = tasks.get(name)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 from click.core import ParameterSource
 
 from evo.commands import params
+from evo.commands.params import parse_options, spec_overrides
 from evo.errors import UserError
 
 
@@ -32,20 +33,6 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
     for name in sorted(REGISTRY):
         click.echo(f"{name} {REGISTRY[name].prompt}")
     ctx.exit()
-
-
-def parse_options(pairs: tuple[str, ...]) -> dict:
-    """`KEY=VALUE` estimator options; values are Python literals (100, 0.5, True)."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserError(f"--option expects KEY=VALUE, got {pair!r}")
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return options
 
 
 def holds_run(out: Path, engine: str) -> bool:
@@ -81,7 +68,8 @@ def build_config(out: Path, resume: bool, init: str | None, steps: int | None, s
         raise UserError("--task (or --spec) and --init are required (unless --resume)")
     check_weights(Path(init))
     try:
-        config = TrainConfig(init=init, out=str(out), **({"steps": steps} if steps else {}), **settings)
+        given: dict[str, Any] = {"steps": steps} if steps else {}
+        config = TrainConfig(init=init, out=str(out), **given, **settings)
     except ValueError as error:
         raise UserError(str(error)) from None
     check_clip(config)
@@ -134,7 +122,6 @@ def spec_source(spec: Path | None, from_run: Path | None, sets: tuple[str, ...],
         return None
     if settings["task"] is not None:
         raise UserError("give --task (a built-in family) or --spec (a problem spec), not both")
-    from evo.commands.run import spec_overrides
     from evo.database import DB_FILE
     from training.advantages import entry
     from training.spec_task import SpecSource
@@ -267,9 +254,9 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
 
     settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
     if resume:  # only the flags given on the command line, to compare with the stored settings
-        source = click.get_current_context().get_parameter_source
+        origin = click.get_current_context().get_parameter_source
         settings = {name: value for name, value in settings.items()
-                    if source(name) == click.core.ParameterSource.COMMANDLINE}
+                    if origin(name) == click.core.ParameterSource.COMMANDLINE}
     if init is not None:
         from evo.policies import resolve_checkpoint
 

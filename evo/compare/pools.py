@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evo.policies.base import Policy
-from tasks.base import Instance, Task
+from tasks.base import GoalConditioned, Instance, Task
 from tasks.completions import EVALUATION, Scoring, score_many
 
 
@@ -59,6 +59,7 @@ def sample_pool(
         if goals is None:
             prompts, per_prompt = [task.prompt(instance, answers) for instance in chunk], rollouts
         else:
+            assert isinstance(task, GoalConditioned), "goals are drawn for goal-conditioned tasks only"
             prompts = [task.prompt_with_weights(instance, w)[0] for k, instance in enumerate(chunk) for w in goals[start + k]]
             per_prompt = 1
         replies = policy.generate(
@@ -72,7 +73,8 @@ def sample_pool(
         completions = [c for row in replies for c in row]
         kept = [[[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]]
                 for offset in range(len(chunk))]  # each instance's completions, as texts and whether they finished
-        rows = [(instance, text, finished) for instance, own in zip(chunk, kept) for text, finished in own]
+        rows = [(instance, c.text, c.finish_reason == "stop") for offset, instance in enumerate(chunk)
+                for c in completions[offset * rollouts : (offset + 1) * rollouts]]
         matrices, _ = score_many(task, rows, answers, sampling.scoring)
         vectors[start : start + len(chunk)] = matrices.reshape(len(chunk), sampling.pool, -1)
         if texts is not None:

@@ -48,7 +48,8 @@ class Metered:
     one group at a time, in iteration order)."""
 
     def __init__(self, policy: Policy) -> None:
-        self.policy, self.tokens = policy, []
+        self.policy = policy
+        self.tokens: list[int] = []
 
     def generate(self, prompts: Sequence[str], **options):
         replies = self.policy.generate(prompts, **options)
@@ -65,9 +66,9 @@ def initial_off_optimum(task: Task, instance: Instance, directory: Path) -> bool
     problem = specs.load(task.problem_spec(instance, directory))
     with Sandbox.from_spec(problem) as sandbox:
         evaluation = sandbox.evaluate(problem.problem.program.read_text())
-    if not evaluation.ok:
+    if evaluation.scores is None:
         return True
-    return float(scalarize(evaluation.scores, problem.problem.weights)) < task.oracle_best(instance) - 1e-9
+    return float(scalarize(evaluation.scores, np.asarray(problem.problem.weights))) < task.oracle_best(instance) - 1e-9
 
 
 def pools_reach(task: Task, instances: list[Instance], contenders, loaded: Mapping[str, Policy], pool: int,
@@ -91,7 +92,7 @@ def hard_instances(task: Task, search: Search, directory: Path, contenders=(), l
     rule, and what the scan saw (for the record)."""
     candidates = task.instances("test", search.instances * search.scan, seed=search.instance_seed)
     chosen: list[Instance] = []
-    record = {"scanned": [], "initial_optimal": [], "pool_reached": []}
+    record: dict[str, list] = {"scanned": [], "initial_optimal": [], "pool_reached": []}
     step = max(2 * search.instances, 8)
     for start in range(0, len(candidates), step):
         chunk = candidates[start:start + step]
@@ -113,6 +114,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     """One evolutionary run proposing `search.programs` programs; its record (curves as lists)."""
     from evo import run_dir
     from evo import spec as specs
+    from evo.loop import RunOptions
 
     optimum = task.oracle_best(instance)
     spec_path = task.problem_spec(instance, directory / "problem")
@@ -121,7 +123,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     iterations = iterations_for(search.programs, samples, contender.answers)
     overrides = {"search.iterations": iterations, "search.answers": contender.answers,
                  "search.target": float(optimum) + 1.0}  # out of reach: every run spends its whole budget
-    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides, {}, "process")
+    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides, RunOptions(), "process")
     metered = Metered(policy)
     run_dir.execute(config, metered, progress=False)
     found = run_vectors(directory / "run")

@@ -44,12 +44,13 @@ def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, pr
     kept), `answers` per reply (0: the policy's own); `train(config, policy)`: the policy that
     trains itself during the run (evo run --train)."""
     from evo import policies, run_dir
+    from evo.loop import RunOptions
 
     spec = run_dir.check_spec(spec_path, dict(overrides))
     m = policies.answers_for(uri, answers or spec.search.answers)
     settings = {**overrides, "search.answers": m,
                 "search.iterations": iterations_for(programs, spec.search.samples_per_prompt, m)}
-    config = run_dir.new_config(spec_path, uri, seed, directory, settings, {}, "process")
+    config = run_dir.new_config(spec_path, uri, seed, directory, settings, RunOptions(), "process")
     run_dir.execute(config, policy if train is None else train(config, policy), progress=False)
     return run_vectors(directory)
 

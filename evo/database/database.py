@@ -23,7 +23,7 @@ from evo.database.hashing import dedupe_hash, exact_hash
 from evo.database.journal import Candidate, CandidateJournal
 from evo.database.islands import Island, eviction_plan, migration_plan, reset_plan
 from evo.database.topology import topology
-from evo.database.records import Program, original
+from evo.database.records import Program, original_id
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
@@ -127,7 +127,7 @@ class Database:
         self.seen: set[str] = set()
         self._failed_children: dict[int, list[int]] = {}  # original parent id -> its failed children's ids
         self.archive = GridArchive(self.grid)
-        self.iteration = int(self.store.get_meta("iteration", "0"))
+        self.iteration = int(self.store.get_meta("iteration") or 0)
         for program in self.store.programs():
             self._index(program)
 
@@ -137,10 +137,10 @@ class Database:
         if not program.is_copy:
             self.seen.add(program.norm_hash)
             if not program.ok:
-                for parent in dict.fromkeys(original(self.programs, q).id for q in program.parents if q in self.programs):
+                for parent in dict.fromkeys(original_id(self.programs, q) for q in program.parents if q in self.programs):
                     self._failed_children.setdefault(parent, []).append(program.id)
             if program.ok:
-                self.archive.add(program.id, cell, program.scalar)
+                self.archive.add(program.id, cell, program.value)
         if program.member:
             self.islands[program.island].add(program, cell)
 
@@ -213,12 +213,12 @@ class Database:
         if not 0 <= candidate.island < len(self.islands):
             raise ValueError(f"island {candidate.island} out of range 0..{len(self.islands) - 1}")
         code, evaluation = candidate.code, candidate.evaluation
-        base = dict(
+        base: dict[str, Any] = dict(
             id=0, code=code, hash=exact_hash(code), norm_hash=self.dedupe_key(code), island=candidate.island,
             iteration=self.iteration, parents=tuple(int(p) for p in candidate.parents), policy=candidate.policy,
             seconds=float(evaluation.seconds), stage=int(evaluation.stage),
         )
-        if not evaluation.ok:
+        if evaluation.failure is not None:
             return Program(**base, failure_kind=evaluation.failure.kind, failure_message=evaluation.failure.message,
                            feedback=failure_feedback(evaluation))
         scores = np.asarray(evaluation.scores, dtype=np.float64)
@@ -334,7 +334,7 @@ class Database:
     def failed_children(self, program: Program, limit: int) -> list[Program]:
         """The last `limit` failed children of `program` (or of what it is a copy of), newest first."""
         with self._lock:
-            ids = self._failed_children.get(original(self.programs, program.id).id, []) if program.id in self.programs else []
+            ids = self._failed_children.get(original_id(self.programs, program.id), []) if program.id in self.programs else []
             return [self.programs[i] for i in reversed(ids[-limit:])] if limit > 0 else []
 
     def evaluated(self, ok_only: bool = True) -> list[Program]:
@@ -352,7 +352,7 @@ class Database:
             unique = list({p.norm_hash: p for p in reversed(self.evaluated())}.values())[::-1]
         if not unique:
             return []
-        mask = pareto_mask(np.stack([p.scores for p in unique]))
+        mask = pareto_mask(np.stack([p.vector for p in unique]))
         return sorted((p for p, keep in zip(unique, mask) if keep), key=lambda p: p.id)
 
     def stats(self) -> dict[str, Any]:
@@ -373,7 +373,7 @@ class Database:
             "islands": [
                 {
                     "members": len(i.members),
-                    "best": None if i.best() is None else i.best().scalar,
+                    "best": None if (top := i.best()) is None else top.scalar,
                     "coverage": i.archive.coverage,
                     "qd_score": i.archive.qd_score,
                 }

@@ -35,9 +35,9 @@ class Island:
         self.members[program.id] = program
         self.hashes[program.norm_hash] = program.id
         self.cells[program.id] = cell
-        self.archive.add(program.id, cell, program.scalar)
-        self.matrix.add(program.id, program.scores, len(program.code))
-        heapq.heappush(self.worst, (program.scalar, program.id))
+        self.archive.add(program.id, cell, program.value)
+        self.matrix.add(program.id, program.vector, len(program.code))
+        heapq.heappush(self.worst, (program.value, program.id))
         self.version += 1
 
     def remove(self, ids: Sequence[int]) -> None:
@@ -59,7 +59,7 @@ class Island:
         self.version += 1
         return ids
 
-    def population(self, weights: Sequence[float]) -> tuple[Population, np.ndarray]:
+    def population(self, weights: Sequence[float] | np.ndarray) -> tuple[Population, np.ndarray]:
         """The members' scores prepared for selection (cached until the island changes) and their ids."""
         if self._prepared is None or self._prepared[0] != self.version:
             scores, keys, ids, lengths = self.matrix.view()
@@ -74,7 +74,7 @@ class Island:
     def top(self, k: int, originals_only: bool = True) -> list[Program]:
         """The k best members by scalar (earliest first among equals); copies are left out."""
         pool = [p for p in self.members.values() if not (originals_only and p.is_copy)]
-        return sorted(pool, key=lambda p: (-p.scalar, p.id))[:k]
+        return sorted(pool, key=lambda p: (-p.value, p.id))[:k]
 
 
 def eviction_plan(island: Island, cap: int) -> list[int]:

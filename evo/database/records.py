@@ -42,6 +42,20 @@ class Program:
         return self.origin != "evaluated"
 
     @property
+    def vector(self) -> np.ndarray:
+        """The score vector of an evaluated program (a failure has none: ValueError)."""
+        if self.scores is None:
+            raise ValueError(f"program {self.id} failed ({self.failure_kind}): it has no scores")
+        return self.scores
+
+    @property
+    def value(self) -> float:
+        """The scalar of an evaluated program (a failure has none: ValueError)."""
+        if self.scalar is None:
+            raise ValueError(f"program {self.id} failed ({self.failure_kind}): it has no scalar")
+        return self.scalar
+
+    @property
     def member(self) -> bool:
         """Currently part of its island's population (and so selectable)."""
         return self.ok and self.removed is None
@@ -54,6 +68,14 @@ def original(programs: Mapping[int, Program], program_id: int) -> Program | None
     while program is not None and program.source is not None:
         program = programs.get(program.source)
     return program
+
+
+def original_id(programs: Mapping[int, Program], program_id: int) -> int:
+    """The id of the evaluated program behind `program_id`, which must be among `programs`."""
+    found = original(programs, program_id)
+    if found is None:
+        raise KeyError(f"program {program_id} (or the program it copies) is not stored")
+    return found.id
 
 
 def ancestry(programs: Mapping[int, Program], program: Program | None) -> list[Program]:

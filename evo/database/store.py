@@ -78,6 +78,13 @@ ADDED_COLUMNS = (  # (table, column, declaration): added to a store made before 
 COLUMNS = tuple(Program.__dataclass_fields__)
 
 
+def _inserted(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just made."""
+    if cursor.lastrowid is None:
+        raise sqlite3.DatabaseError("an INSERT returned no row id")
+    return cursor.lastrowid
+
+
 def _row(program: Program) -> tuple:
     scores = None if program.scores is None else np.asarray(program.scores, dtype=np.float64).tobytes()
     return (
@@ -165,7 +172,7 @@ class Store:
                 raise UserError(f"{self.path}: not a readable program database ({error})") from None
             self._lock = threading.RLock()
             self._depth = 0
-            self.after_rollback = None
+            self.after_rollback: Callable[[], None] | None = None
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +187,7 @@ class Store:
             raise UserError(f"{self.path}: not a usable program database ({error})") from None
         self._lock = threading.RLock()
         self._depth = 0
-        self.after_rollback: Callable[[], None] | None = None  # e.g. rebuild an in-memory view
+        self.after_rollback = None  # e.g. rebuild an in-memory view
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -216,7 +223,7 @@ class Store:
         placeholders = ", ".join("?" * (len(COLUMNS) - 1))
         sql = f"INSERT INTO programs ({', '.join(COLUMNS[1:])}) VALUES ({placeholders})"
         with self.transaction():
-            return [self.connection.execute(sql, _row(p)).lastrowid for p in programs]
+            return [_inserted(self.connection.execute(sql, _row(p))) for p in programs]
 
     def mark_removed(self, ids: Iterable[int], iteration: int) -> None:
         with self.transaction():

@@ -84,14 +84,18 @@ class FastLM:
         projections = (att.q_proj, att.k_proj, att.v_proj)
         qkv = torch.cat([p.weight for p in projections])
         qkv_b = torch.cat([p.bias for p in projections]) if att.q_proj.bias is not None else None
-        norm = lambda m: (m.weight, None, m.variance_epsilon)
+        def norm(m):
+            return m.weight, None, m.variance_epsilon
+
         return _Layer(norm(block.input_layernorm), qkv, qkv_b, att.o_proj.weight, att.o_proj.bias,
                       norm(block.post_attention_layernorm), torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
                       None, mlp.down_proj.weight, None)
 
     @staticmethod
     def _gpt2_layer(block, cfg) -> _Layer:
-        norm = lambda m: (m.weight, m.bias, m.eps)
+        def norm(m):
+            return m.weight, m.bias, m.eps
+
         att, mlp = block.attn, block.mlp
         return _Layer(norm(block.ln_1), att.c_attn.weight.t().contiguous(), att.c_attn.bias,
                       att.c_proj.weight.t().contiguous(), att.c_proj.bias, norm(block.ln_2),

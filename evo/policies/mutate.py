@@ -19,6 +19,7 @@ import copy
 import random
 import sys
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 from evo.errors import UserError
@@ -188,13 +189,15 @@ def _perturb_constant(tree: ast.AST, rng: random.Random, config: MutateConfig, d
     if isinstance(node.value, int):
         node.value = node.value + rng.choice((-1, 1)) * max(1, round(abs(node.value) * config.scale * rng.random()))
     else:
+        assert isinstance(node.value, float)  # _constants keeps ints and floats
         value = node.value * (1.0 + config.scale * rng.uniform(-1.0, 1.0)) if node.value else rng.uniform(-1.0, 1.0)
         node.value = float(f"{value:.4g}")
     return True
 
 
-def _operators(tree: ast.AST) -> list[tuple[ast.AST, str, int | None]]:
-    sites: list[tuple[ast.AST, str, int | None]] = []
+def _operators(tree: ast.AST) -> list[tuple[Any, str, int | None]]:
+    """(node, field, index) of each operator a swap can change: BinOp/AugAssign/BoolOp `op`, Compare `ops[index]`."""
+    sites: list[tuple[Any, str, int | None]] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.BinOp, ast.AugAssign, ast.BoolOp)) and type(node.op) in SWAPS:
             sites.append((node, "op", None))

@@ -43,8 +43,9 @@ class Range:
             return f"expected {self.describe()}, got {_short(value)}"
         if isinstance(value, numbers.Integral) and int(value).bit_length() > 64:  # too large for a float
             return f"expected {self.describe()}, got an integer of {int(value).bit_length()} bits"
-        too_low = value <= self.low if self.open_low else value < self.low
-        if not math.isfinite(value) or too_low or value > self.high:
+        number = float(value)  # a Real, or an Integral of at most 64 bits
+        too_low = number <= self.low if self.open_low else number < self.low
+        if not math.isfinite(number) or too_low or number > self.high:
             return f"expected {self.describe()}, got {_short(value)}"
         return None
 

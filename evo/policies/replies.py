@@ -61,8 +61,12 @@ def usage(reply: dict) -> tuple[int, int]:
     counted = reply.get("usage")
     if not isinstance(counted, dict):
         return 0, 0
-    values = [counted.get(key) for key in ("prompt_tokens", "completion_tokens")]
-    return tuple(v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0 for v in values)
+    prompt, completion = (counted.get(key) for key in ("prompt_tokens", "completion_tokens"))
+    return _count(prompt), _count(completion)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _completion(choice: dict, where: str, chat: bool) -> Completion:

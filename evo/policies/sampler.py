@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from typing import Any, cast
 from dataclasses import dataclass
 
 import torch
@@ -108,7 +109,7 @@ class Sampler:
             raise UserError("no prompts to sample from")
         if isinstance(prompts[0], str):
             return [list(x) for x in self.tokenizer(list(prompts), add_special_tokens=True).input_ids]
-        return [list(p) for p in prompts]
+        return [list(cast(Sequence[int], p)) for p in prompts]
 
     def _left_pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(x) for x in ids)
@@ -213,7 +214,7 @@ class _HFBackend:
         self.model, self.cache_arg = model, cache_arg
         self.mask: torch.Tensor | None = None
         self.shape = (rows, length)
-        self.cache = None
+        self.cache: Any = None  # the model's KV cache (a transformers Cache)
 
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, repeat: int) -> torch.Tensor:
         padded = bool((mask == 0).any())

@@ -98,7 +98,7 @@ class _DeadlineHandler:
 
     def do_open(self, http_class, req, **kwargs):
         watched = _HTTPS if issubclass(http_class, http.client.HTTPSConnection) else _HTTP
-        return super().do_open(functools.partial(watched, deadline=self._deadline), req, **kwargs)  # type: ignore[misc]
+        return super().do_open(functools.partial(watched, deadline=self._deadline), req, **kwargs)
 
 
 class _HTTPHandler(_DeadlineHandler, urllib.request.HTTPHandler):

@@ -34,7 +34,7 @@ class WeightLoader:
 
             weights = load(bytes(weights))
         if hasattr(self, "reload_weights"):  # vLLM >= 0.2x: re-runs the kernel repacking (CPU oneDNN)
-            self.reload_weights(weights_iterator=iter(weights.items()))  # type: ignore[attr-defined]
+            self.reload_weights(weights_iterator=iter(weights.items()))
         else:
             self.model_runner.model.load_weights(weights=iter(weights.items()))  # type: ignore[attr-defined]
         return len(weights)
@@ -84,11 +84,12 @@ class VLLMPolicy:
         pairs = state.items() if isinstance(state, Mapping) else state
         local = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
         tensors = {name: t.detach() for name, t in pairs}
+        payload: dict | bytes = tensors
         if not local:
             from safetensors.torch import save
 
-            tensors = save(_unshare({name: t.to("cpu").contiguous() for name, t in tensors.items()}))
-        counts = self.llm.collective_rpc("evo_load_weights", args=(tensors,))
+            payload = save(_unshare({name: t.to("cpu").contiguous() for name, t in tensors.items()}))
+        counts = self.llm.collective_rpc("evo_load_weights", args=(payload,))
         self.llm.reset_prefix_cache()
         return int(counts[0]) if counts else 0
 

@@ -74,8 +74,8 @@ def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple
     scalar = np.full(last + 1, -np.inf)
     scores = np.full((last + 1, len(objectives)), -np.inf)
     for p in ok:
-        scalar[p.iteration] = max(scalar[p.iteration], p.scalar)
-        scores[p.iteration] = np.maximum(scores[p.iteration], p.scores)
+        scalar[p.iteration] = max(scalar[p.iteration], p.value)
+        scores[p.iteration] = np.maximum(scores[p.iteration], p.vector)
     scalar, scores = np.maximum.accumulate(scalar), np.maximum.accumulate(scores, axis=0)
     start = int(np.argmax(np.isfinite(scalar)))
     scores = oriented(scores, objectives, minimize)
@@ -90,7 +90,7 @@ def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str, 
             raise UserError(f"--x/--y {name!r}: not an objective of this run; its objectives are {list(objectives)}")
     ok = [p for p in programs if p.ok]
     i, j = objectives.index(x), objectives.index(y)
-    points = np.array([[p.scores[i], p.scores[j]] for p in ok]).reshape(-1, 2)
+    points = np.array([[p.vector[i], p.vector[j]] for p in ok]).reshape(-1, 2)
     mask = pareto_mask(points) if len(points) else np.zeros(0, dtype=bool)
     points = oriented(points, (x, y), minimize)
     return {"x": x, "y": y, "points": points.tolist(), "front": mask.tolist(), "ids": [p.id for p in ok]}
@@ -108,7 +108,7 @@ def grid(programs: list[Program], features: tuple[FeatureConfig, ...]) -> dict |
         if p.ok:
             index = np.unravel_index(cells.cell(p.features), shape)
             at = (index[0], index[1] if len(shown) > 1 else 0)
-            values[at] = np.fmax(values[at], p.scalar)
+            values[at] = np.fmax(values[at], p.value)
     return {"features": [{"name": f.name, "range": list(f.range), "bins": f.bins} for f in shown],
             "values": [[None if np.isnan(v) else float(v) for v in row] for row in values]}
 
@@ -139,8 +139,8 @@ def lineage(programs: Mapping[int, Program], best: Program | None, shown: int = 
 
 def failures(programs: list[Program], statuses: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
     """Failed evaluations by kind, and the candidates never evaluated (unparseable, duplicates)."""
-    kinds = Counter(p.failure_kind for p in programs if not p.ok)
-    by_status = Counter()
+    kinds = Counter(p.failure_kind or "" for p in programs if not p.ok)
+    by_status: Counter[str] = Counter()
     for _, status, count in statuses:
         by_status[status] += count
     kinds.update({"unparseable": by_status["parse"], "duplicate": by_status["duplicate"]})
@@ -154,12 +154,12 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
     x = x or objectives[0]
     y = y or (objectives[1] if len(objectives) > 1 else objectives[0])
     ok = [p for p in programs if p.ok]
-    best = max(ok, key=lambda p: (p.scalar, -p.id)) if ok else None
+    best = max(ok, key=lambda p: (p.value, -p.id)) if ok else None
     return {
         "name": records.name, "iterations": records.iterations, "objectives": list(objectives),
         "programs": len(programs), "failed": sum(not p.ok for p in programs),
         "best": None if best is None else {"id": best.id, "scalar": best.scalar,
-                                           "scores": real_values(best.scores, objectives, records.minimize)},
+                                           "scores": real_values(best.vector, objectives, records.minimize)},
         "minimize": list(records.minimize),
         "curves": curves(programs, objectives, records.minimize, end=records.iterations - 1),
         "front": front(programs, objectives, x, y, records.minimize),

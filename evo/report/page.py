@@ -4,6 +4,7 @@ src or href, every value from the run escaped. `render(gather(...))` -> str."""
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 from evo.report import svg
 
@@ -62,7 +63,7 @@ def _grid(page: dict) -> str:
     if g is None:
         return '<p class="muted">This run has no [features]: no MAP-Elites grid.</p>'
     x = g["features"][0]
-    y = g["features"][1] if len(g["features"]) > 1 else {"name": "", "range": None}
+    y: dict[str, Any] = g["features"][1] if len(g["features"]) > 1 else {"name": "", "range": None}
     filled = sum(v is not None for row in g["values"] for v in row)
     cells = len(g["values"]) * len(g["values"][0])
     chart = svg.heatmap(g["values"], x["name"], y["name"], x["range"], y["range"])

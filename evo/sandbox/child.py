@@ -35,10 +35,10 @@ def run(scorer: Callable[[str], Any], go: int, fds: tuple[int, int], config: dic
         _confine(config)
         candidate.CHANNEL = (TO_CANDIDATE, FROM_CANDIDATE) if channel else None
         _warm_up(config["objectives"])
-        go = _read_all(GO_FD).decode()
-        if not go:
+        message = _read_all(GO_FD).decode()
+        if not message:
             return  # the zygote is shutting down
-        program_dir, own_dir = go.split("\0")
+        program_dir, own_dir = message.split("\0")
         enter_workdir(own_dir)
         path = os.path.join(program_dir, config["filename"])
         sys.argv = [path]
@@ -61,7 +61,7 @@ def enter_workdir(directory: str) -> None:
     os.chdir(directory)
     os.environ.update(HOME=directory, TMPDIR=directory, USER="evo-sandbox", LOGNAME="evo-sandbox")
     if "tempfile" in sys.modules:
-        sys.modules["tempfile"].tempdir = None
+        setattr(sys.modules["tempfile"], "tempdir", None)
 
 
 def own_fds(targets: dict[int, int]) -> None:

@@ -51,5 +51,6 @@ def candidate_process(config: dict[str, Any]) -> None:
     isolation.set_limits(config["address_space"], config["cpu_limit"], config["nproc"], config["file_bytes"])
     isolation.prctl(isolation.PR_SET_NO_NEW_PRIVS, 1)
     if config["candidate_user"] is not None:
-        isolation.drop_privileges(*config["candidate_user"], keep=None)
+        uid, gid = config["candidate_user"]
+        isolation.drop_privileges(uid, gid, keep=None)
     isolation.seccomp_sockets(inet=config["block_network"], links=True)

@@ -55,7 +55,7 @@ class Sandbox:
             raise ValueError(f"namespaces must be 'auto', 'on' or 'off', not {namespaces!r}")
         self.objectives, self.limits, self.required = tuple(objectives), limits, tuple(required)
         self.minimize = tuple(minimize)  # objectives the scorer reports lower-is-better (negated in the vector)
-        self.cascade = [[ref, float(threshold)] for ref, threshold in cascade]
+        self.cascade: list[list[Any]] = [[ref, float(threshold)] for ref, threshold in cascade]  # [ref, threshold]
         self.weights = [float(w) for w in weights] if weights is not None else [1.0] * len(self.objectives)
         self.filename = f"candidate{suffix}"  # a program that is not Python is not compiled first
         self._scratch = Path(tempfile.mkdtemp(prefix="evo-sandbox-"))
@@ -76,6 +76,7 @@ class Sandbox:
                 self._scorer = scorer if callable(scorer) else load_stages(scorer, self.cascade, self.weights, search_path)
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="evo-eval")
             else:
+                assert isinstance(scorer, str)  # a function was refused above
                 self._start_workers(scorer, search_path, namespaces, drop_privileges, memory_cgroup)
                 self._executor = ThreadPoolExecutor(limits.workers, thread_name_prefix="evo-eval")
         except ScorerError as error:

@@ -47,6 +47,7 @@ def run(fds: tuple[int, int, int], config: dict[str, Any]) -> None:
 
 def _serve() -> None:
     module, copy = None, False
+    reply: dict | None
     while True:
         try:
             request = _recv(REQUESTS, None, REQUEST_LIMIT, True)

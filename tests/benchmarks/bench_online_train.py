@@ -31,17 +31,18 @@ OVERRIDES = {"prompt.style": "continue", "search.target": None}
 
 def search(init: Path, out: Path, iterations: int, train: bool) -> tuple[float, dict | None]:
     from evo import run_dir
+    from evo.loop import RunOptions
     from evo.policies.local import LocalPolicy
     from evo.training_log import figures
     from training.online import OnlinePolicy, OnlineSettings
 
     overrides = {**OVERRIDES, "search.iterations": iterations}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    config = run_dir.new_config(SPEC, f"local:{init}", 0, out, overrides, {"max_new_tokens": 32}, "process")
+    config = run_dir.new_config(SPEC, f"local:{init}", 0, out, overrides, RunOptions(max_new_tokens=32), "process")
     policy = LocalPolicy(init)
     if train:
         spec = config.spec()
-        lag = config.loop["depth"] * config.loop["batch"]
+        lag = config.loop.lag
         policy = OnlinePolicy(policy, out, OnlineSettings("grpo", 4), seed=0, lag=lag,
                               objectives=spec.problem.objectives, weights=spec.problem.weights)
     started = time.perf_counter()

