@@ -8,10 +8,10 @@ database in `out` (a copy of a finished run's, or a fresh one seeded with the in
 program); each step's proposals are told to that Evolution and committed, so the database
 grows with the training proposals exactly as a search would grow it. Completions are parsed
 by the search's parser; every proposed program is evaluated by the spec's scorer in the
-sandbox pool (the spec's limits and isolation), all of a step's programs at once. A proposal
-that does not parse, was cut off by the token budget, or whose evaluation failed scores a
-zero vector. Each prompt remembers the database's Pareto front when it was built (`archive`,
-for the `vpo_archive` estimator).
+sandbox pool (the spec's limits and isolation), all of a step's programs at once. What a
+proposal earns, and each prompt's front F (`archive`, for the `vpo_archive` estimator), are
+training/search_signal.py's rule, read back from the journal the step was committed to (the
+rule `evo run --train` uses): a failure earns the floor, a duplicate by `duplicates`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from evo.errors import UserError
 from evo.loop import Evolution, LoopConfig, PromptGroup, auto_tokens
 from evo.scores import Evaluation
 from tasks.base import Instance, ParseError
+from training import search_signal
 from training.advantages import pad_archives
 
 POLICY_NAME = "train"  # the policy name stored with the training proposals
@@ -80,8 +81,9 @@ class SpecTask:
     """The Task contract over a problem spec (plus `stop`, `score_completions` and `archive`,
     which the trainer uses when a task has them: training.rollouts.BatchScored)."""
 
-    def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int) -> None:
-        self.spec, self.db, self.evaluator = spec, db, evaluator
+    def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int,
+                 duplicates: str = search_signal.DEFAULT_DUPLICATES) -> None:
+        self.spec, self.db, self.evaluator, self.duplicates = spec, db, evaluator, duplicates
         self.name = spec.problem.name
         self.objectives = tuple(spec.problem.objectives)
         self.weights = np.asarray(spec.problem.weights, dtype=np.float64)
@@ -91,7 +93,8 @@ class SpecTask:
         self._finish_pending()
 
     @classmethod
-    def open(cls, spec: specs.Spec, out: Path, *, seed: int, prompts_per_step: int, from_run: Path | None = None) -> "SpecTask":
+    def open(cls, spec: specs.Spec, out: Path, *, seed: int, prompts_per_step: int, from_run: Path | None = None,
+             duplicates: str = search_signal.DEFAULT_DUPLICATES) -> "SpecTask":
         """The task over the database in `out`: opened as it is (resume), copied from `from_run`,
         or created and seeded with the spec's initial program(s)."""
         from evo.run_dir import make_evaluator, seed_initial
@@ -105,7 +108,7 @@ class SpecTask:
         try:
             evaluator = make_evaluator(spec, "process")
             seed_initial(spec, db, evaluator)
-            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step)
+            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step, duplicates=duplicates)
         except BaseException:
             if evaluator is not None:
                 evaluator.close()
@@ -139,14 +142,13 @@ class SpecTask:
             raise RuntimeError("the training Evolution has nothing to ask: its last step was not committed")
         if count > len(group.prompts):
             raise ValueError(f"asked for {count} prompts; a step has {len(group.prompts)}")
-        front = self.front()
+        front = self.front(group.start)
         return [Instance(self.name, split, group.start + i, SpecPrompt(group, i, front)) for i in range(count)]
 
-    def front(self) -> np.ndarray:
-        pareto = self.db.pareto()
-        if not pareto:
-            return np.zeros((0, len(self.objectives)))
-        return np.stack([np.asarray(p.scores, dtype=np.float64) for p in pareto])
+    def front(self, start: int | None = None) -> np.ndarray:
+        """(p, d) the front F of the prompts asked at iteration `start` (default: the next group's)."""
+        start = self.evolution.generated if start is None else start
+        return search_signal.front_at(self.db.store, max(0, start - self.evolution.config.lag), len(self.objectives))
 
     def prompt(self, instance: Instance, m: int = 1) -> str:
         return instance.data.prompt.text
@@ -182,31 +184,24 @@ class SpecTask:
         """(B, p, d): each prompt's database front, NaN-padded (the `vpo_archive` estimator's F)."""
         return pad_archives([instance.data.front for instance in instances], len(self.objectives))
 
-    def score_completions(self, instances: Sequence[Instance], completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
-        """Rewards (B * G, 1, d) and parsed (B * G,) of one step's completions (row i * G + j:
-        completion j of prompt i). Every program is evaluated concurrently in the pool; the
-        step's proposals are told to the Evolution and committed to the database."""
+    def score_completions(self, instances: Sequence[Instance],
+                          completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rewards (B * G, 1, d), parsed (B * G,) and what each became (B * G,: search_signal
+        KINDS codes) of one step's completions (row i * G + j: completion j of prompt i). The
+        step's proposals are told to the Evolution, every new program evaluated concurrently in
+        the pool and committed; the rewards are read back from the journal."""
         group = instances[0].data.group
         if [i.data.offset for i in instances] != list(range(len(group.prompts))) or any(i.data.group is not group for i in instances):
             raise ValueError("score_completions takes the instances of one asked group, in order")
-        rows = [(i, c) for i, row in zip(instances, completions) for c in row]
-        codes = [self._code(instance, c.text) for instance, c in rows]
         pending = self.evolution.tell(group, completions)
-        evaluations = self._evaluate({*filter(None, codes), *(c.code for c in pending)})
+        evaluations = self._evaluate({c.code for c in pending})
         self.evolution.commit((c, evaluations[c.code]) for c in pending)
-        d = len(self.objectives)
-        rewards = np.zeros((len(rows), 1, d))
-        for row, ((_, completion), code) in enumerate(zip(rows, codes)):
-            if code is not None and completion.finish_reason == "stop":
-                rewards[row, 0] = self.vector(evaluations[code])
-        parsed = np.array([code is not None for code in codes], dtype=bool)
-        return rewards, parsed
-
-    def _code(self, instance: Instance, text: str) -> str | None:
-        try:
-            return prompts.parse(instance.data.prompt, text)
-        except prompts.ParseFailure:
-            return None
+        cut = np.array([[c.finish_reason != "stop" for c in row] for row in completions], dtype=bool)
+        proposals = search_signal.read(self.db.store, [i.index for i in instances], cut, [group.start] * len(instances),
+                                       lag=self.evolution.config.lag, d=len(self.objectives))
+        rewards = search_signal.rewards(proposals, self.duplicates)
+        kinds = proposals.kinds.reshape(-1)
+        return rewards.reshape(-1, 1, len(self.objectives)), kinds != search_signal.UNPARSED, kinds
 
     def _evaluate(self, codes: set[str]) -> dict[str, Evaluation]:
         futures: dict[str, Future] = {code: self.evaluator.submit(code) for code in sorted(codes)}
@@ -250,10 +245,11 @@ class SpecSource:
             raise UserError(f"{path}: not a spec training run's source ({problem}); restore it or start a new run")
         return cls(**raw)
 
-    def open(self, out: Path, *, seed: int, prompts_per_step: int) -> SpecTask:
+    def open(self, out: Path, *, seed: int, prompts_per_step: int,
+             duplicates: str = search_signal.DEFAULT_DUPLICATES) -> SpecTask:
         """The task over the database in `out` (made here by a fresh start)."""
         return SpecTask.open(self.load(), out, seed=seed, prompts_per_step=prompts_per_step,
-                             from_run=None if self.from_run is None else Path(self.from_run))
+                             from_run=None if self.from_run is None else Path(self.from_run), duplicates=duplicates)
 
 
 def _source_problem(raw: object) -> str:

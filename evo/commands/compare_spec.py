@@ -41,15 +41,10 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
 def trained(settings):
     """`train(config, policy)` for spec_search.run_one: the run's policy, loaded afresh, training itself."""
     from evo import policies as registry
-    from training.online import OnlinePolicy
+    from training.online import online_policy
 
     def wrap(config, policy):
-        spec = config.spec()
-        fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
-        lag = int(config.loop["depth"]) * int(config.loop["batch"])
-        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=lag,
-                            objectives=spec.problem.objectives, weights=spec.problem.weights,
-                            group=spec.search.samples_per_prompt)
+        return online_policy(registry.load(config.policy), config, settings)  # every run starts from the checkpoint's weights
 
     return wrap
 

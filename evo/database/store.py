@@ -226,6 +226,15 @@ class Store:
         for row in self.connection.execute(f"SELECT {', '.join(COLUMNS)} FROM programs ORDER BY id"):
             yield _program(row)
 
+    def scores_before(self, iteration: int) -> list[np.ndarray]:
+        """The score vectors of the evaluated programs (no failures, no copies) that the search
+        held once the iterations before `iteration` were inserted: the initial programs (stored
+        under the policy "initial" with no parents) and those of iterations < `iteration`."""
+        rows = self.connection.execute(
+            "SELECT scores FROM programs WHERE failure_kind IS NULL AND origin = 'evaluated' "
+            "AND (iteration < ? OR (policy = 'initial' AND parents = '[]')) ORDER BY id", (iteration,))
+        return [np.frombuffer(scores, dtype=np.float64).copy() for (scores,) in rows]
+
     def event(self, iteration: int, kind: str, data: dict) -> None:
         with self.transaction():
             self.connection.execute(
