@@ -57,6 +57,8 @@ def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
     assert rows["b"]["final_best"]["vs_baseline"]["difference"] == 0.0  # the same seeded policy: equal runs, paired
     assert rows["a"]["final_hypervolume"]["mean"] > 0 and result["settings"]["hypervolume_reference"] == [-0.1, -0.1, -0.1]
     assert (out / "compare.md").exists() and (out / "curves.npz").exists() and (out / "search" / "b" / "s1" / "run.json").exists()
+    shares = [rows["a"][name]["mean"] for name in ("valid_share", "failed_share", "duplicate_share")]  # what the proposals became
+    assert abs(sum(shares) - 1.0) < 1e-9 and "| failed_share |" in (out / "compare.md").read_text()
 
 
 def test_compare_takes_a_task_or_a_spec(capsys):

@@ -85,7 +85,8 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     weights = np.asarray(spec.problem.weights, dtype=np.float64)
     target = spec.search.target
     best, volume, reference = spec_search.curves(runs, weights, programs)
-    columns = {name: spec_search.columns(best[name], volume.get(name), target) for name in uris}
+    columns = {name: {**spec_search.columns(best[name], volume.get(name), target), **spec_search.outcome_columns(runs[name])}
+               for name in uris}
     baseline = next(iter(uris))
     rows = summary.table(columns, baseline, seed=seed)
     result = {
