@@ -66,6 +66,9 @@ def test_evo_run_train_freezes_the_policy_says_why_once_and_show_repeats_it(fail
     assert stopped["step"] == 2
     shown = evo("show", str(out))
     assert shown.returncode == 0 and f"training stopped: {stopped['message']}" in shown.stdout
+    from evo import report
+
+    assert "Training stopped: nothing to learn" in report.write(out).read_text()
     resumed = evo("run", "--resume", str(out), "--iterations", "10", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert len((out / "online" / "metrics.jsonl").read_text().splitlines()) == 2  # stays frozen on resume

@@ -124,7 +124,7 @@ class OnlineSettings(Settings):
             raise damaged(path, f"not the run's training settings ({error})", move_online(run)) from None
 
 
-def online_policy(policy, config, settings: OnlineSettings | None = None) -> "OnlinePolicy":
+def online_policy(policy, config, settings: OnlineSettings | None = None) -> OnlinePolicy:
     """`policy` wrapped to train itself during the run of `config` (evo.run_dir.RunConfig), with
     the lag and completions per prompt of the run's own loop settings; `settings` None: the
     run's stored ones (a resumed run)."""

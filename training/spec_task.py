@@ -17,10 +17,8 @@ rule `evo run --train` uses): a failure earns the floor, a duplicate by `duplica
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import Future
-from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ import numpy as np
 from evo import prompts
 from evo import spec as specs
 from evo.database import DB_FILE, Database
+from evo.database.store import copy_store
 from evo.errors import UserError
 from evo.loop import Evolution, LoopConfig, PromptGroup, auto_tokens
 from evo.scores import Evaluation
@@ -65,16 +64,12 @@ def copy_database(run: Path, out: Path, config) -> None:
         Database.open(run, config, read_only=True).close()
     except UserError as error:
         raise UserError(f"--from-run {run}: {error}") from None
-    target = Path(out) / DB_FILE
-    try:
-        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
-                closing(sqlite3.connect(target)) as writer:
-            reader.backup(writer)
-    except sqlite3.DatabaseError as error:
+    problem = copy_store(source, Path(out) / DB_FILE)
+    if problem:
         for name in DB_FILES:
             (Path(out) / name).unlink(missing_ok=True)
-        raise UserError(f"--from-run {run}: cannot copy its program database ({error}); restore it or run without "
-                        "--from-run") from None
+        raise UserError(f"--from-run {run}: cannot copy its program database ({problem}); restore it or run without "
+                        "--from-run")
 
 
 class SpecTask:

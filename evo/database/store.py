@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +149,19 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
         except sqlite3.OperationalError:
             connection.close()
     raise sqlite3.OperationalError("unable to open database file, even read-only")
+
+
+def copy_store(source: Path, target: Path) -> str:
+    """Copy the store at `source` (the commits in its WAL included) into `target`, reading the
+    source without writing to it; '' when done, else why it could not be (then `target` may
+    hold a partial file, for the caller to remove)."""
+    try:
+        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
+                closing(sqlite3.connect(target)) as writer:
+            reader.backup(writer)
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    return ""
 
 
 class Store:
