@@ -1,6 +1,6 @@
 """Test-time training: the search's own proposals train its policy during `evo run`.
 
-    policy = OnlinePolicy(LocalPolicy(path), run_directory, settings, seed=0, lag=8, objectives=..., weights=...)
+    policy = online_policy(LocalPolicy(path), config, OnlineSettings.of("vpo_archive", 4, {}))  # config: a RunConfig
     run_dir.execute(config, policy)            # evo run SPEC --policy local:PATH --train vpo_archive
 
 The loop (evo/loop.py) stays ignorant of training: this wrapper is the Policy it calls. A
@@ -25,11 +25,11 @@ row taught nothing (all failed, all repeated, zero advantage everywhere), traini
 message is printed once and written to RUN/online/stopped.json (`evo show` says it) and the
 search goes on with the policy frozen.
 
-Build it with `online_policy(policy, run_config)`: the lag and the group size come from the
-run's own loop settings. State in RUN/online/: settings.json, groups/ITERATION.json (prompt token ids and completions,
-written before the loop journals them), state.pt (weights, optimizer, step; replaced
-atomically after each step) and metrics.jsonl (one line per step); each is typed and checked
-on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
+`online_policy` builds it from the run's own loop settings (the lag, the completions per
+prompt), for `evo run --train` and `evo compare --spec --train` alike. State in RUN/online/:
+settings.json, groups/ITERATION.json (prompt token ids and completions, written before the
+loop journals them), state.pt (weights, optimizer, step; replaced atomically after each step),
+metrics.jsonl (one line per step) and stopped.json; each is typed and checked on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
 settings are made, before any work (OnlineSettings); a step whose loss or gradient is not
 finite stops the run before the optimizer applies it.
 """
