@@ -173,10 +173,11 @@ CAUSES = {  # why a step taught nothing -> what to do about it
 def step_cause(record: Mapping[str, float | None]) -> str:
     """The CAUSES key of a step that taught nothing ('' when it could teach), from its record's
     KINDS shares and mean |advantage| (a record without the shares: '')."""
-    if any(not isinstance(record.get(name), (int, float)) for name in KINDS):
+    share = {name: record.get(name) for name in KINDS}
+    if any(not isinstance(value, (int, float)) for value in share.values()):
         return ""
-    if not record["valid"]:
-        return max(("failed", "unparsed", "cut", "duplicate"), key=lambda name: record[name])
+    if not share["valid"]:
+        return max(("failed", "unparsed", "cut", "duplicate"), key=lambda name: float(share[name] or 0.0))
     advantage = record.get("advantage_abs")
     return "flat" if isinstance(advantage, (int, float)) and advantage <= FLAT else ""
 
