@@ -306,7 +306,7 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
             checkpoint.save(out, models.merged(state.model), state.tokenizer, state.optimizer, state.step)
         if idle:  # what it has is saved: the one line, and the run stops
             raise WorkFailed(f"{idle}; training stopped at step {state.step}, saved in {out} "
-                             "(evo train --out OUT --resume continues it)")
+                             f"(evo train --out {out} --resume continues it)")
         check_signal(records, config)
         bar.update(1)
         bar.set_postfix(scalar=f"{record['scalar']:.3f}", div=f"{record['diversity']:.3f}")
