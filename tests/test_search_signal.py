@@ -155,3 +155,19 @@ def test_equal_scores_give_zero_advantage_and_count_as_flat():
     rewards = search_signal.rewards(proposals, "score")
     adv = advantages.compute("grpo", rewards, weights=np.ones(2), rng=np.random.default_rng(0))
     assert search_signal.step_cause(record(1, [VALID, VALID, DUPLICATE], float(np.abs(adv).mean()))) == "flat"
+
+
+def test_a_repeat_of_the_initial_program_earns_its_stored_score_under_score(tmp_path):
+    """The initial programs are not journaled: a duplicate of one finds its score among the stored programs."""
+    from pathlib import Path
+
+    spec = specs.load(NGUYEN7).override({"sandbox.workers": 1})
+    initial = Path(NGUYEN7).with_name("initial.py").read_text()
+    with SpecTask.open(spec, tmp_path, seed=0, prompts_per_step=1, duplicates="score") as task:
+        front = task.front()
+        rewards, _, kinds = task.score_completions(task.instances("train", 1),
+                                                   [[Completion(f"```python\n{initial}```"), Completion(HALF)]])
+        assert kinds.tolist() == [DUPLICATE, VALID]
+        np.testing.assert_allclose(rewards[0, 0], front[0])  # the initial program's own scores
+        original = CandidateJournal(task.db.store).originals([task.db.dedupe_key(initial), "no such key"])
+        assert list(original) == [task.db.dedupe_key(initial)] and original[task.db.dedupe_key(initial)].ok
