@@ -86,9 +86,15 @@ def test_the_duplicate_rules():
     np.testing.assert_allclose(by_rule["worst"][2], by_rule["worst"][3])
     np.testing.assert_allclose(by_rule["score"][2], [-1.0, 2.0])
     np.testing.assert_allclose(by_rule["zero"][2], [0.0, 0.0])  # the old evo run --train rule, kept by name
-    assert search_signal.DEFAULT_DUPLICATES == "penalty"
+    assert search_signal.DEFAULT_DUPLICATES == "penalty" and search_signal.DEFAULT_FAILURES == "floor"
+    old = search_signal.rewards(proposals, "zero", "zero")[0, :, 0]  # the rule before issue 34, by its names
+    np.testing.assert_allclose(old[2:], 0.0)
+    np.testing.assert_allclose(old[:2], [[-3.0, 1.0], [-1.0, 2.0]])
+    np.testing.assert_allclose(search_signal.rewards(proposals, "worst", "zero")[0, 2:, 0], 0.0)  # worst: as a failure
     with pytest.raises(ValueError, match="duplicates must be one of"):
         search_signal.rewards(proposals, "free")
+    with pytest.raises(ValueError, match="failures must be one of"):
+        search_signal.rewards(proposals, "penalty", "free")
 
 
 def test_the_floor_is_below_every_vector_whatever_the_signs(tmp_path):
@@ -115,16 +121,16 @@ def test_both_commands_give_the_same_rewards_for_the_same_journal_rows(tmp_path)
     spec = specs.load(NGUYEN7).override({"sandbox.workers": 2})
     step = [[Completion(EXACT), Completion(EXACT), Completion(RAISES), Completion("no code")],
             [Completion(HALF, finish_reason="length"), Completion(EXACT), Completion(HALF), Completion(HALF)]]
-    for rule in search_signal.DUPLICATE_RULES:
-        out = tmp_path / rule
-        with SpecTask.open(spec, out, seed=0, prompts_per_step=2, duplicates=rule) as task:
+    for rule, failures in [*((rule, "floor") for rule in search_signal.DUPLICATE_RULES), ("zero", "zero")]:
+        out = tmp_path / f"{rule}-{failures}"
+        with SpecTask.open(spec, out, seed=0, prompts_per_step=2, duplicates=rule, failures=failures) as task:
             task.score_completions(task.instances("train", 2), [[Completion(HALF)] * 4, [Completion("none")] * 4])
             instances = task.instances("train", 2)
             rewards, _, kinds = task.score_completions(instances, step)
             assert kinds.tolist() == [VALID, DUPLICATE, FAILED, UNPARSED, CUT, DUPLICATE, DUPLICATE, DUPLICATE]
             groups = [Group(2, (1, 2), tuple((c.text, (3,), c.finish_reason) for c in row)) for row in step]
             online, _ = read_proposals(out / "programs.sqlite", range(2, 4), groups, lag=0, d=3)
-            np.testing.assert_array_equal(search_signal.rewards(online, rule).reshape(-1, 1, 3), rewards)
+            np.testing.assert_array_equal(search_signal.rewards(online, rule, failures).reshape(-1, 1, 3), rewards)
             np.testing.assert_array_equal(online.fronts, task.archive(instances))  # one front F
             journal = CandidateJournal(task.db.store)
             assert journal.next_iteration() == 4

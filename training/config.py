@@ -10,7 +10,7 @@ from typing import Any
 
 from training import advantages
 from training.models import ModelOptions
-from training.search_signal import DUPLICATE_RULES
+from training.search_signal import DUPLICATE_RULES, FAILURE_RULES
 
 CONFIG_FILE = "train_config.json"
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
@@ -50,6 +50,7 @@ class TrainConfig:
     seed: int = 0
     max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
     duplicates: str = "penalty"  # a spec's duplicate proposals earn (training/search_signal.py DUPLICATE_RULES)
+    failures: str = "floor"  # a spec's failed, unparseable and cut-off proposals earn (search_signal.FAILURE_RULES)
     idle_steps: int = 3  # a spec's training stops after this many steps in a row with nothing to learn (0: never)
     save_every: int = 50
     snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
@@ -84,8 +85,9 @@ class TrainConfig:
         for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps", "idle_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.duplicates not in DUPLICATE_RULES:
-            raise ValueError(f"duplicates must be one of {', '.join(DUPLICATE_RULES)}, got {self.duplicates!r}")
+        for name, rules in (("duplicates", DUPLICATE_RULES), ("failures", FAILURE_RULES)):
+            if getattr(self, name) not in rules:
+                raise ValueError(f"{name} must be one of {', '.join(rules)}, got {getattr(self, name)!r}")
         if self.rollouts not in ROLLOUTS:
             raise ValueError(f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}")
         if self.sync_every < 1:

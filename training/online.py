@@ -62,7 +62,7 @@ from training.online_files import GROUPS, Group, load_state, save_state
 from training.rollouts import Rollouts
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
-                "duplicates", "idle_steps")
+                "duplicates", "failures", "idle_steps")
 LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer (rollouts x this), unless given
 
 
@@ -254,7 +254,7 @@ class OnlinePolicy:
         vocabulary = self.model.get_input_embeddings().num_embeddings
         groups = [Group.read(self.directory, i, vocabulary) for i in iterations]
         proposals, truncated = self._proposals(iterations, groups)
-        rewards = search_signal.rewards(proposals, self.config.duplicates)
+        rewards = search_signal.rewards(proposals, self.config.duplicates, self.config.failures)
         failed = proposals.kinds != search_signal.VALID
         rng = np.random.default_rng([self.seed, k])
         extra = {"archive": proposals.fronts} if advantages.entry(self.settings.algo).archive else {}

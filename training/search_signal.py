@@ -2,7 +2,7 @@
 `evo train --spec` (training/spec_task.py) and `evo run --train` (training/online.py) share.
 
     proposals = read(store, iterations, cut, asked, lag=lag, d=d)      # the journal's rows, as arrays
-    rewards(proposals, duplicates="penalty")                          # (B, G, 1, d) for the estimator
+    rewards(proposals, duplicates="penalty", failures="floor")        # (B, G, 1, d) for the estimator
 
 A proposal is one completion of a prompt (a group is one prompt's completions). What it became
 (`KINDS`): a valid program (evaluated, with scores), a failed evaluation, an unparseable reply,
@@ -10,14 +10,16 @@ a reply cut off by the token budget, or a duplicate of a program the run already
 
 - valid: its score vector.
 - failed, unparseable, cut off: the FLOOR, the worst outcome: per objective, `low - gap`, where
-  `low` and `high` are the minimum and maximum over the group's valid programs, the programs its
-  duplicates repeat, and the prompt's front F, and `gap = high - low` (max(1, |low|) where that is 0). So a failure is
-  below every program of its group and of F on every objective, whatever their sign, and a
+  `low` and `high` are the minimum and maximum over the group's valid programs, the programs
+  its duplicates repeat, and the prompt's front F, and `gap = high - low` (max(1, |low|) where
+  that is 0). So a failure is below every program of its group and of F on every objective, whatever their sign, and a
   `minimize` objective (negated in the score vector) is safe: no weighting prefers a failure.
+  (`failures = "zero"` instead scores them a zero vector: the rule before issue 34, kept only to
+  reproduce old runs; unsafe with negative or minimized objectives.)
 - a duplicate, by the named rule `duplicates` (DUPLICATE_RULES): "penalty" (the default,
   `low - PENALTY x gap`: below every valid program, above a failure, so re-finding the best is
-  not punished like a failure), "worst" (the floor, like a failure), "score" (the score of the
-  program it repeats; the floor when that failed), "zero" (a zero vector: the rule of
+  not punished like a failure), "worst" (what a failure earns), "score" (the score of the
+  program it repeats; what a failure earns when that failed), "zero" (a zero vector: the rule of
   `evo run --train` before issue 34, kept to reproduce old runs; unsafe with negative or
   minimized objectives).
 
@@ -47,11 +49,16 @@ KINDS = ("valid", "failed", "unparsed", "cut", "duplicate")  # what a proposal b
 VALID, FAILED, UNPARSED, CUT, DUPLICATE = range(len(KINDS))
 DUPLICATE_RULES = {
     "penalty": "a small penalty below the group's worst valid program, above a failure",
-    "worst": "the floor, like a failure",
+    "worst": "what a failure earns",
     "score": "the score of the program it repeats",
     "zero": "a zero vector (the old evo run --train rule; unsafe with negative or minimized objectives)",
 }
 DEFAULT_DUPLICATES = "penalty"
+FAILURE_RULES = {
+    "floor": "below every valid program of the group and of the front F (the default)",
+    "zero": "a zero vector (the old rule; unsafe with negative or minimized objectives)",
+}
+DEFAULT_FAILURES = "floor"
 PENALTY = 0.1  # a duplicate under "penalty" sits this fraction of the gap below the group's worst
 IDLE_STEPS = 3  # steps in a row with nothing to learn before training stops (0: never)
 FLAT = 1e-12  # a step whose mean |advantage| is at most this learned nothing
@@ -129,17 +136,19 @@ def floor(scores: np.ndarray, front_: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return low, np.where(gap > 0, gap, np.maximum(1.0, np.abs(low)))
 
 
-def rewards(proposals: Proposals, duplicates: str = DEFAULT_DUPLICATES) -> np.ndarray:
+def rewards(proposals: Proposals, duplicates: str = DEFAULT_DUPLICATES, failures: str = DEFAULT_FAILURES) -> np.ndarray:
     """(B, G, 1, d) rewards of the proposals under the module's rule (see the module doc)."""
     if duplicates not in DUPLICATE_RULES:
         raise ValueError(f"duplicates must be one of {', '.join(DUPLICATE_RULES)}, got {duplicates!r}")
+    if failures not in FAILURE_RULES:
+        raise ValueError(f"failures must be one of {', '.join(FAILURE_RULES)}, got {failures!r}")
     kinds, scores = proposals.kinds, proposals.scores
     b, g, d = scores.shape
     out = np.empty((b, g, d))
     for row in range(b):
         low, gap = floor(scores[row], proposals.fronts[row])
-        worst = low - gap
-        out[row] = worst
+        failure = low - gap if failures == "floor" else np.zeros(d)
+        out[row] = failure
         out[row, kinds[row] == VALID] = scores[row, kinds[row] == VALID]
         repeated = kinds[row] == DUPLICATE
         if duplicates == "penalty":

@@ -77,8 +77,9 @@ class SpecTask:
     which the trainer uses when a task has them: training.rollouts.BatchScored)."""
 
     def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int,
-                 duplicates: str = search_signal.DEFAULT_DUPLICATES) -> None:
-        self.spec, self.db, self.evaluator, self.duplicates = spec, db, evaluator, duplicates
+                 duplicates: str = search_signal.DEFAULT_DUPLICATES, failures: str = search_signal.DEFAULT_FAILURES) -> None:
+        self.spec, self.db, self.evaluator = spec, db, evaluator
+        self.duplicates, self.failures = duplicates, failures
         self.name = spec.problem.name
         self.objectives = tuple(spec.problem.objectives)
         self.weights = np.asarray(spec.problem.weights, dtype=np.float64)
@@ -89,7 +90,7 @@ class SpecTask:
 
     @classmethod
     def open(cls, spec: specs.Spec, out: Path, *, seed: int, prompts_per_step: int, from_run: Path | None = None,
-             duplicates: str = search_signal.DEFAULT_DUPLICATES) -> "SpecTask":
+             duplicates: str = search_signal.DEFAULT_DUPLICATES, failures: str = search_signal.DEFAULT_FAILURES) -> "SpecTask":
         """The task over the database in `out`: opened as it is (resume), copied from `from_run`,
         or created and seeded with the spec's initial program(s)."""
         from evo.run_dir import make_evaluator, seed_initial
@@ -103,7 +104,8 @@ class SpecTask:
         try:
             evaluator = make_evaluator(spec, "process")
             seed_initial(spec, db, evaluator)
-            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step, duplicates=duplicates)
+            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step, duplicates=duplicates,
+                       failures=failures)
         except BaseException:
             if evaluator is not None:
                 evaluator.close()
@@ -194,7 +196,7 @@ class SpecTask:
         cut = np.array([[c.finish_reason != "stop" for c in row] for row in completions], dtype=bool)
         proposals = search_signal.read(self.db.store, [i.index for i in instances], cut, [group.start] * len(instances),
                                        lag=self.evolution.config.lag, d=len(self.objectives))
-        rewards = search_signal.rewards(proposals, self.duplicates)
+        rewards = search_signal.rewards(proposals, self.duplicates, self.failures)
         kinds = proposals.kinds.reshape(-1)
         return rewards.reshape(-1, 1, len(self.objectives)), kinds != search_signal.UNPARSED, kinds
 
@@ -240,11 +242,12 @@ class SpecSource:
             raise UserError(f"{path}: not a spec training run's source ({problem}); restore it or start a new run")
         return cls(**raw)
 
-    def open(self, out: Path, *, seed: int, prompts_per_step: int,
-             duplicates: str = search_signal.DEFAULT_DUPLICATES) -> SpecTask:
+    def open(self, out: Path, *, seed: int, prompts_per_step: int, duplicates: str = search_signal.DEFAULT_DUPLICATES,
+             failures: str = search_signal.DEFAULT_FAILURES) -> SpecTask:
         """The task over the database in `out` (made here by a fresh start)."""
         return SpecTask.open(self.load(), out, seed=seed, prompts_per_step=prompts_per_step,
-                             from_run=None if self.from_run is None else Path(self.from_run), duplicates=duplicates)
+                             from_run=None if self.from_run is None else Path(self.from_run), duplicates=duplicates,
+                             failures=failures)
 
 
 def _source_problem(raw: object) -> str:

@@ -176,7 +176,8 @@ def open_spec_task(config, source, resume: bool):
         if config.task != source.task_name:
             raise UserError(f"{out / CONFIG_FILE}: task {config.task!r} is not the one this spec training run was "
                             f"started on ({source.task_name}); restore the file, or start a new --out")
-        return source.open(out, seed=config.seed, prompts_per_step=config.prompts, duplicates=config.duplicates)
+        return source.open(out, seed=config.seed, prompts_per_step=config.prompts, duplicates=config.duplicates,
+                           failures=config.failures)
     if source is None:
         return None
     saved = SpecSource.read(out) if (out / SOURCE_FILE).exists() else None
@@ -188,7 +189,8 @@ def open_spec_task(config, source, resume: bool):
     out.mkdir(parents=True, exist_ok=True)
     source.save(out)
     try:
-        return source.open(out, seed=config.seed, prompts_per_step=config.prompts, duplicates=config.duplicates)
+        return source.open(out, seed=config.seed, prompts_per_step=config.prompts, duplicates=config.duplicates,
+                           failures=config.failures)
     except BaseException:
         if saved is None:  # refused at its start: leave --out as it was
             for name in written:
@@ -244,6 +246,8 @@ def open_spec_task(config, source, resume: bool):
                     "zero advantage everywhere); 0: never.")
 @config_option("--duplicates", type=params.LazyChoice("training.search_signal:DUPLICATE_RULES"),
                help="--spec: what a duplicate proposal earns: penalty (default), worst, score, zero (docs/training.md).")
+@config_option("--failures", type=params.LazyChoice("training.search_signal:FAILURE_RULES"),
+               help="--spec: what a failed, unparseable or cut-off proposal earns: floor (default), zero (the old rule).")
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
