@@ -10,7 +10,7 @@ from typing import Any
 
 from training import advantages
 from training.models import ModelOptions
-from training.search_signal import DUPLICATE_RULES, FAILURE_RULES
+from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
 
 CONFIG_FILE = "train_config.json"
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
@@ -49,9 +49,9 @@ class TrainConfig:
     bf16: bool = False  # bfloat16 autocast for sampling and the loss forward of float32 weights
     seed: int = 0
     max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
-    duplicates: str = "penalty"  # a spec's duplicate proposals earn (training/search_signal.py DUPLICATE_RULES)
-    failures: str = "floor"  # a spec's failed, unparseable and cut-off proposals earn (search_signal.FAILURE_RULES)
-    idle_steps: int = 3  # a spec's training stops after this many steps in a row with nothing to learn (0: never)
+    duplicates: str = DEFAULT_DUPLICATES  # a spec's duplicate proposals earn (training/search_signal.py DUPLICATE_RULES)
+    failures: str = DEFAULT_FAILURES  # a spec's failed, unparseable and cut-off proposals earn (search_signal.FAILURE_RULES)
+    idle_steps: int = IDLE_STEPS  # a spec's training stops after this many steps in a row with nothing to learn (0: never)
     save_every: int = 50
     snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)

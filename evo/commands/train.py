@@ -245,9 +245,9 @@ def open_spec_task(config, source, resume: bool):
                help="--spec: stop after this many steps in a row with nothing to learn (all failed, all repeated, "
                     "zero advantage everywhere); 0: never.")
 @config_option("--duplicates", type=params.LazyChoice("training.search_signal:DUPLICATE_RULES"),
-               help="--spec: what a duplicate proposal earns: penalty (default), worst, score, zero (docs/training.md).")
+               help="--spec: what a duplicate proposal earns (docs/training.md: penalty, worst, score, zero).")
 @config_option("--failures", type=params.LazyChoice("training.search_signal:FAILURE_RULES"),
-               help="--spec: what a failed, unparseable or cut-off proposal earns: floor (default), zero (the old rule).")
+               help="--spec: what a failed, unparseable or cut-off proposal earns (floor; zero: the old rule, unsafe with minimize).")
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
