@@ -7,6 +7,7 @@ training/; the trainers read them here too, so a file has one set of rules.
     RUN/online/groups/NNNNNNNN.json   one prompt's token ids and completions (training/online_files.py)
     RUN/online/state.pt               weights, optimizer, step (training/online_files.py)
     RUN/online/metrics.jsonl          one record per step (read_metrics)
+    RUN/online/stopped.json           why training stopped during the run, when it did (read_stopped)
 
 A damaged file is a one-line UserError naming it and what to do; a partial last metrics line
 (a kill while appending) is left out, as the step that wrote it runs again.
@@ -25,7 +26,7 @@ from typing import TypeGuard
 from evo.errors import UserError
 
 DIRECTORY = "online"
-SETTINGS_FILE, METRICS_FILE = "settings.json", "metrics.jsonl"
+SETTINGS_FILE, METRICS_FILE, STOPPED_FILE = "settings.json", "metrics.jsonl", "stopped.json"
 
 
 def move_online(run: Path) -> str:
@@ -164,14 +165,34 @@ def truncate_metrics(path: Path, steps: int) -> None:
     write_atomic(Path(path), "".join(json.dumps(r) + "\n" for r in kept))
 
 
+def write_stopped(run: Path, step: int, message: str) -> None:
+    """Record that the run's training stopped after `step` steps, and the one line why."""
+    write_atomic(Path(run) / DIRECTORY / STOPPED_FILE, json.dumps({"step": step, "message": message}) + "\n")
+
+
+def read_stopped(run: Path) -> str:
+    """The one line why the run's training stopped ('' while it trains, or when the run did not train)."""
+    path = Path(run) / DIRECTORY / STOPPED_FILE
+    if not path.exists():
+        return ""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise damaged(path, f"unreadable ({error})", "delete it: a resumed run writes it again when it stops") from None
+    if not isinstance(raw, dict) or not _is_int(raw.get("step")) or not isinstance(raw.get("message"), str):
+        raise damaged(path, "not a record of why training stopped", "delete it: a resumed run writes it again when it stops")
+    return raw["message"][:500]
+
+
 def _number_or_none(value: object) -> float | None:
     return float(value) if _is_number(value) and math.isfinite(value) else None
 
 
 def figures(directory: Path) -> dict | None:
-    """{algo, every, steps, reward, kl, seconds, curve} of a run that trained its policy, else None.
+    """{algo, every, steps, reward, kl, seconds, curve, stopped} of a run that trained its policy, else None.
     `reward` and `kl` are the last step's (mean scalar of its groups, KL to the init weights when
-    measured); `seconds` the time spent in training steps; `curve` one (step, reward, kl) per step."""
+    measured); `seconds` the time spent in training steps; `curve` one (step, reward, kl) per step;
+    `stopped` the one line why training stopped during the run ('' when it did not)."""
     settings = Settings.read(directory)
     if settings is None:
         return None
@@ -180,4 +201,5 @@ def figures(directory: Path) -> dict | None:
     return {"algo": settings.algo, "every": settings.every, "steps": len(records),
             "reward": _number_or_none(last.get("scalar")), "kl": _number_or_none(last.get("kl")),
             "seconds": _number_or_none(last.get("seconds_total")) or 0.0,
-            "curve": [[r["step"], _number_or_none(r.get("scalar")), _number_or_none(r.get("kl"))] for r in records]}
+            "curve": [[r["step"], _number_or_none(r.get("scalar")), _number_or_none(r.get("kl"))] for r in records],
+            "stopped": read_stopped(directory)}

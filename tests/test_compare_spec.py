@@ -57,6 +57,20 @@ def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
     assert rows["b"]["final_best"]["vs_baseline"]["difference"] == 0.0  # the same seeded policy: equal runs, paired
     assert rows["a"]["final_hypervolume"]["mean"] > 0 and result["settings"]["hypervolume_reference"] == [-0.1, -0.1, -0.1]
     assert (out / "compare.md").exists() and (out / "curves.npz").exists() and (out / "search" / "b" / "s1" / "run.json").exists()
+    assert all(name in rows["b"] for name in spec_search.OUTCOMES) and "| failed_share |" in (out / "compare.md").read_text()
+
+
+def test_a_runs_proposals_are_counted_valid_failed_or_duplicate(nguyen7_run):
+    from evo.database import Database
+
+    run = spec_search.run_vectors(nguyen7_run)
+    with Database.open(nguyen7_run, read_only=True) as db:
+        counts = db.journal.counts()
+    total = sum(counts.values())
+    assert total > 0 and abs(sum(run.outcomes) - 1.0) < 1e-12
+    assert run.outcomes == (counts["ok"] / total, (counts["failed"] + counts["parse"]) / total, counts["duplicate"] / total)
+    columns = spec_search.outcome_columns([run, run])
+    assert list(columns) == list(spec_search.OUTCOMES) and columns["valid_share"].tolist() == [run.outcomes[0]] * 2
 
 
 def test_compare_takes_a_task_or_a_spec(capsys):

@@ -20,16 +20,14 @@ if __name__ == "__main__":
     from evo.loop import RunOptions
     from evo.policies import load
     from evo.policies.sampler import Sampler
-    from training.online import OnlinePolicy, OnlineSettings
+    from training.online import OnlineSettings, online_policy
     init, out, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
     overrides = {"prompt.style": "continue", "search.iterations": 4}
     config = run_dir.new_config("examples/nguyen7/problem.toml", "vllm:" + init, 0, out, overrides,
                                 RunOptions(batch=1, depth=1, max_new_tokens=12), "process")
     engine = load("vllm:" + init, dtype="float32", max_model_len=512, kv_cache_memory_bytes=kv, enforce_eager=True)
-    settings = OnlineSettings("grpo", 1, {"entropy_coef": 0.05, "lr": 0.01})
-    spec = config.spec()
-    policy = OnlinePolicy(engine, config.directory, settings, seed=0, lag=1, objectives=spec.problem.objectives,
-                          weights=spec.problem.weights)
+    settings = OnlineSettings("grpo", 1, {"entropy_coef": 0.05, "lr": 0.01, "idle_steps": 0})
+    policy = online_policy(engine, config, settings)
     run_dir.execute(config, policy, progress=False)
     prompt = [list(policy.tokenizer("import numpy as np\\n\\n\\n# EVOLVE-BLOCK-START\\ndef f(x):\\n").input_ids)]
     served = [c.text for c in engine.generate(prompt, n=1, max_new_tokens=16, temperature=0.0)[0]]

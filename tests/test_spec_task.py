@@ -8,6 +8,7 @@ import pytest
 from evo import spec as specs
 from evo.database import DB_FILE, Database
 from evo.policies.base import Completion
+from training import search_signal
 from training.rollouts import BatchScored
 from training.spec_task import POLICY_NAME, SpecSource, SpecTask
 
@@ -32,10 +33,12 @@ def test_a_steps_proposals_are_scored_in_the_sandbox_and_grow_the_database(tmp_p
         assert front.shape == (2, 1, 3) and np.all(front[:, 0] > 0.5)  # the initial program
         completions = [[Completion(EXACT), Completion("no code here")],
                        [Completion(RAISES), Completion(HALF, finish_reason="length")]]
-        rewards, parsed = task.score_completions(first, completions)
+        rewards, parsed, kinds = task.score_completions(first, completions)
         assert rewards.shape == (4, 1, 3) and parsed.tolist() == [True, False, True, True]
+        assert kinds.tolist() == [search_signal.VALID, search_signal.UNPARSED, search_signal.FAILED, search_signal.CUT]
         np.testing.assert_allclose(rewards[0, 0], 1.0)  # the exact formula: RMSE 0 on every third
-        assert not rewards[1:].any()  # unparseable, failed, truncated: zero vectors
+        assert (rewards[2] == rewards[3]).all()  # failed, truncated: the floor of their group
+        assert all((rewards[row] < front[0].min(axis=0)).all() for row in (1, 2, 3))  # below F on every objective
         programs = {p.code.count("np.log(x + 1.0)"): p for p in task.db.evaluated(ok_only=False) if p.policy == POLICY_NAME}
         assert len(programs) == 2 and task.db.iteration == 2  # the exact and the truncated one; both iterations
         assert sum(p.policy == POLICY_NAME and not p.ok for p in task.db.evaluated(ok_only=False)) == 1  # the raising one
@@ -101,7 +104,9 @@ def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_
         state.sampler = Scripted(state.tokenizer, [EXACT, HALF, "no program"])
         front = task.front()  # the initial program only
         rolls, adv = trainer.rollout(state)
-        assert rolls.parse_failed[:, 2].all() and (rolls.rewards[:, 0] > 0.99).all() and not rolls.rewards[:, 2].any()
+        assert rolls.parse_failed[:, 2].all() and (rolls.rewards[0, 0] > 0.99).all()
+        assert rolls.kinds[1].tolist() == [search_signal.DUPLICATE] * 2 + [search_signal.UNPARSED]  # prompt 0's programs again
+        assert (rolls.rewards[:, 2] < rolls.rewards[:, 1]).all()  # unparseable: below HALF, and below a duplicate
         rng = trainer.seeds(config, 0)[2]
         expected = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=rng, K=20,
                                       archive=np.stack([front, front]))

@@ -10,6 +10,7 @@ from typing import Any
 
 from training import advantages
 from training.models import ModelOptions
+from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
 
 CONFIG_FILE = "train_config.json"
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
@@ -48,6 +49,9 @@ class TrainConfig:
     bf16: bool = False  # bfloat16 autocast for sampling and the loss forward of float32 weights
     seed: int = 0
     max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
+    duplicates: str = DEFAULT_DUPLICATES  # a spec's duplicate proposals earn (training/search_signal.py DUPLICATE_RULES)
+    failures: str = DEFAULT_FAILURES  # a spec's failed, unparseable and cut-off proposals earn (search_signal.FAILURE_RULES)
+    idle_steps: int = IDLE_STEPS  # a spec's training stops after this many steps in a row with nothing to learn (0: never)
     save_every: int = 50
     snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)
@@ -78,9 +82,12 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps"):
+        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps", "idle_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name, rules in (("duplicates", DUPLICATE_RULES), ("failures", FAILURE_RULES)):
+            if getattr(self, name) not in rules:
+                raise ValueError(f"{name} must be one of {', '.join(rules)}, got {getattr(self, name)!r}")
         if self.rollouts not in ROLLOUTS:
             raise ValueError(f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}")
         if self.sync_every < 1:

@@ -1,6 +1,6 @@
 """Test-time training: the search's own proposals train its policy during `evo run`.
 
-    policy = OnlinePolicy(LocalPolicy(path), run_directory, settings, seed=0, lag=8, objectives=..., weights=...)
+    policy = online_policy(LocalPolicy(path), config, OnlineSettings.of("vpo_archive", 4, {}))  # config: a RunConfig
     run_dir.execute(config, policy)            # evo run SPEC --policy local:PATH --train vpo_archive
 
 The loop (evo/loop.py) stays ignorant of training: this wrapper is the Policy it calls. A
@@ -18,14 +18,18 @@ a killed run resume to the same programs and weights:
   from the estimator with a generator seeded by (seed, k). Staleness: a group was sampled by
   weights at most 1 + lag // every steps older than those it trains.
 
-Scoring rules: a proposal that did not parse, was cut off by the token budget, duplicated a
-program the run already had, or failed its evaluation scores a zero vector. `vpo_archive`
-gets, per group, the front of what the database held when its prompt was asked.
+What a proposal earns, and the front F `vpo_archive` measures it against, are
+training/search_signal.py's rule (shared with `evo train --spec`): a failure earns the floor,
+below every valid program; a duplicate by the `duplicates` setting. When `idle_steps` steps in a
+row taught nothing (all failed, all repeated, zero advantage everywhere), training stops: the
+message is printed once and written to RUN/online/stopped.json (`evo show` says it) and the
+search goes on with the policy frozen.
 
-State in RUN/online/: settings.json, groups/ITERATION.json (prompt token ids and completions,
-written before the loop journals them), state.pt (weights, optimizer, step; replaced
-atomically after each step) and metrics.jsonl (one line per step); each is typed and checked
-on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
+`online_policy` builds it from the run's own loop settings (the lag, the completions per
+prompt), for `evo run --train` and `evo compare --spec --train` alike. State in RUN/online/:
+settings.json, groups/ITERATION.json (prompt token ids and completions, written before the
+loop journals them), state.pt (weights, optimizer, step; replaced atomically after each step),
+metrics.jsonl (one line per step) and stopped.json; each is typed and checked on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
 settings are made, before any work (OnlineSettings); a step whose loss or gradient is not
 finite stops the run before the optimizer applies it.
 """
@@ -33,6 +37,7 @@ finite stops the run before the optimizer applies it.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from contextlib import closing
@@ -44,19 +49,20 @@ import numpy as np
 import torch
 
 from evo.database import DB_FILE
-from evo.database.journal import DUPLICATE, PARSE_ERROR, CandidateJournal
+from evo.database.journal import CandidateJournal
 from evo.database.store import Store
 from evo.errors import UserError
-from evo.training_log import DIRECTORY, METRICS_FILE, SETTINGS_FILE, Settings, damaged, move_online, truncate_metrics
-from evo.metrics import pareto_mask
+from evo.training_log import (DIRECTORY, METRICS_FILE, SETTINGS_FILE, Settings, damaged, move_online, read_metrics,
+                              read_stopped, truncate_metrics, write_stopped)
 from evo.policies.base import Completion
 from evo.scores import scalarize
-from training import advantages
+from training import advantages, search_signal
 from training.config import TrainConfig
 from training.online_files import GROUPS, Group, load_state, save_state
 from training.rollouts import Rollouts
 
-TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens")
+TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
+                "duplicates", "failures", "idle_steps")
 LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer (rollouts x this), unless given
 
 
@@ -118,6 +124,22 @@ class OnlineSettings(Settings):
             raise damaged(path, f"not the run's training settings ({error})", move_online(run)) from None
 
 
+def online_policy(policy, config, settings: OnlineSettings | None = None) -> OnlinePolicy:
+    """`policy` wrapped to train itself during the run of `config` (evo.run_dir.RunConfig), with
+    the lag and completions per prompt of the run's own loop settings; `settings` None: the
+    run's stored ones (a resumed run)."""
+    from evo.run_dir import loop_config
+
+    spec = config.spec()
+    settings = settings or OnlineSettings.read(config.directory)
+    if settings is None:
+        raise UserError(f"{config.directory}: the run did not train its policy (no online/settings.json); "
+                        "give --train ALGO to a new run")
+    loop = loop_config(spec, config)
+    return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
+                        objectives=spec.problem.objectives, weights=spec.problem.weights, group=loop.samples)
+
+
 class OnlinePolicy:
     """A `local:` or `vllm:` policy that trains itself on the run's committed groups (see the module doc)."""
 
@@ -150,6 +172,8 @@ class OnlinePolicy:
             self.reference = models.load(str(policy.path), self.config.model_options)[0]
         self.step = 0
         self.seconds = 0.0
+        self.history: list[dict] = []  # the steps' metrics records (what search_signal.idle_cause reads)
+        self.stopped = ""  # why training stopped (nothing to learn); '' while it trains
         self._lock = threading.Lock()
         self._resume()
 
@@ -179,6 +203,8 @@ class OnlinePolicy:
         self.step, self.seconds = loaded
         self._push()
         truncate_metrics(self.directory / METRICS_FILE, self.step)  # a kill between a step's line and its state
+        self.history = read_metrics(self.directory / METRICS_FILE)
+        self.stopped = read_stopped(self.directory.parent) or self._idle()
 
     def _push(self) -> None:
         """A vllm: policy's engine gets the trained weights (a local: policy samples with them already)."""
@@ -202,14 +228,22 @@ class OnlinePolicy:
         """The iteration the next group starts at: one past the journal's last (the loop tells
         each group before asking for the next)."""
         with closing(Store(self.database)) as store:
-            last = store.connection.execute("SELECT MAX(iteration) FROM candidates").fetchone()[0]
-        return 0 if last is None else int(last) + 1
+            return CandidateJournal(store).next_iteration()
 
     # -- training --------------------------------------------------------------------------
 
     def _catch_up(self, committed: int) -> None:
-        while (self.step + 1) * self.settings.every <= committed:
+        while not self.stopped and (self.step + 1) * self.settings.every <= committed:
             self._train_step(self.step + 1)
+
+    def _idle(self) -> str:
+        """The one line when the last `idle_steps` steps taught nothing (then training stops), else ''."""
+        cause = search_signal.idle_cause(self.history, self.config.idle_steps)
+        if not cause:
+            return ""
+        line = f"{cause}; training stopped, the search goes on with the policy frozen"
+        write_stopped(self.directory.parent, self.step, line)
+        return line
 
     def _train_step(self, k: int) -> None:
         from training.engines import as_rollout
@@ -219,9 +253,11 @@ class OnlinePolicy:
         iterations = range((k - 1) * self.settings.every, k * self.settings.every)
         vocabulary = self.model.get_input_embeddings().num_embeddings
         groups = [Group.read(self.directory, i, vocabulary) for i in iterations]
-        rewards, truncated, failed, archives = self._rewards(iterations, groups)
+        proposals, truncated = self._proposals(iterations, groups)
+        rewards = search_signal.rewards(proposals, self.config.duplicates, self.config.failures)
+        failed = proposals.kinds != search_signal.VALID
         rng = np.random.default_rng([self.seed, k])
-        extra = {"archive": advantages.pad_archives(archives, self.d)} if advantages.entry(self.settings.algo).archive else {}
+        extra = {"archive": proposals.fronts} if advantages.entry(self.settings.algo).archive else {}
         adv = advantages.compute(self.settings.algo, rewards, weights=self.weights, rng=rng, **extra, **self.settings.options)
         completions = [[Completion(t, ids, finish_reason=f) for t, ids, f in g.completions] for g in groups]
         samples = as_rollout([g.prompt for g in groups], completions, self.tokenizer.pad_token_id,
@@ -235,38 +271,30 @@ class OnlinePolicy:
         self._push()
         self.seconds += time.perf_counter() - started
         scalars = scalarize(rewards[:, :, 0], self.weights)
-        self._save({"step": k, "iterations": [iterations[0], iterations[-1]], "scalar": float(scalars.mean()),
-                    "best": float(scalars.max()), "advantage_abs": float(np.abs(adv).mean()), **record,
-                    "seconds": time.perf_counter() - started, "seconds_total": self.seconds})
+        record = {"step": k, "iterations": [iterations[0], iterations[-1]], "scalar": float(scalars.mean()),
+                  "best": float(scalars.max()), "advantage_abs": float(np.abs(adv).mean()),
+                  **search_signal.shares(proposals.kinds), **record,
+                  "seconds": time.perf_counter() - started, "seconds_total": self.seconds}
+        self._save(record)
+        self.history.append(record)
+        self.stopped = self._idle()
+        if self.stopped:
+            print(self.stopped, file=sys.stderr, flush=True)
 
-    def _rewards(self, iterations: range, groups: list[Group]):
-        """(B, G, 1, d) rewards, (B, G) truncated and unscored flags, and each group's archive."""
-        with closing(Store(self.database)) as store:
-            journal = CandidateJournal(store)
-            candidates = {(c.iteration, c.slot): c for c in journal.candidates(since=iterations[0])}
-            evaluations = journal.evaluations(since=0)
-            initial = [p.scores for p in store.programs() if p.policy == "initial" and p.ok]
+    def _proposals(self, iterations: range, groups: list[Group]) -> tuple[search_signal.Proposals, np.ndarray]:
+        """The step's proposals (training/search_signal.py) and its (B, G) cut-off flags."""
         g = len(groups[0].completions)
         if any(len(group.completions) != g for group in groups):
             raise damaged(self.directory / GROUPS, f"the groups of iterations {iterations[0]}-{iterations[-1]} hold "
                           "different numbers of completions", move_online(self.directory.parent))
-        rewards = np.zeros((len(groups), g, 1, self.d))
-        truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
-        for b, i in enumerate(iterations):
-            for slot in range(g):
-                candidate, evaluation = candidates.get((i, slot)), evaluations.get((i, slot))
-                scored = candidate is not None and candidate.status not in (PARSE_ERROR, DUPLICATE)
-                if scored and evaluation is not None and evaluation.ok and not truncated[b, slot]:
-                    rewards[b, slot, 0] = evaluation.scores
-        failed = ~rewards.any(axis=(2, 3))
-        archives = [self._front(initial, evaluations, max(0, group.asked - self.lag)) for group in groups]
-        return rewards, truncated, failed, archives
+        return read_proposals(self.database, iterations, groups, lag=self.lag, d=self.d)
 
-    def _front(self, initial: list, evaluations: dict, cutoff: int) -> np.ndarray:
-        """The Pareto front of what the database held when a prompt was asked (iterations < cutoff)."""
-        vectors = [*initial, *(e.scores for (i, _), e in evaluations.items() if i < cutoff and e.ok)]
-        if not vectors:
-            return np.zeros((0, self.d))
-        stacked = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
-        return stacked[pareto_mask(stacked)]
 
+def read_proposals(database: Path, iterations: range, groups: list[Group], *, lag: int,
+                   d: int) -> tuple[search_signal.Proposals, np.ndarray]:
+    """The proposals of `groups` (the recorded groups of `iterations`) as the run's journal has
+    them, and their (B, G) cut-off flags (a completion that did not end by itself)."""
+    truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
+    with closing(Store(database)) as store:
+        proposals = search_signal.read(store, list(iterations), truncated, [group.asked for group in groups], lag=lag, d=d)
+    return proposals, truncated

@@ -31,6 +31,7 @@ class Rollouts:
     rewards: np.ndarray  # (B, G, m, d)
     parse_failed: np.ndarray  # (B, G) bool
     truncated: np.ndarray  # (B, G) bool
+    kinds: np.ndarray | None = None  # (B, G) what each search proposal became (training.search_signal.KINDS; BatchScored tasks)
 
 
 @runtime_checkable
@@ -43,9 +44,11 @@ class BatchScored(Protocol):
         """The stop strings of these instances' prompts."""
         ...
 
-    def score_completions(self, instances: Sequence[Instance], completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
-        """Rewards (B * G, 1, d) and parsed (B * G,) of each instance's G completions (objects
-        with `text` and `finish_reason`), under the shared scoring rules."""
+    def score_completions(self, instances: Sequence[Instance],
+                          completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rewards (B * G, 1, d), parsed (B * G,) and what each became (B * G,: search_signal
+        KINDS codes) of each instance's G completions (objects with `text` and `finish_reason`),
+        under training/search_signal.py's rule."""
         ...
 
     def archive(self, instances: Sequence[Instance]) -> np.ndarray:
@@ -103,8 +106,10 @@ def collect(
     texts = [c.text for c in flat]
     finished = [c.finish_reason == "stop" for c in flat]
     b, d = len(instances), len(task.objectives)
+    kinds = None
     if batched is not None:
-        rewards, parsed = batched.score_completions(instances, samples.completions)
+        rewards, parsed, kinds = batched.score_completions(instances, samples.completions)
+        kinds = kinds.reshape(b, group)
     else:
         rows = [(instances[row // group], text, finished[row]) for row, text in enumerate(texts)]
         rewards, parsed = score_many(task, rows, m, scoring)
@@ -115,4 +120,5 @@ def collect(
         rewards=rewards.reshape(b, group, m, d),
         parse_failed=~parsed.reshape(b, group),
         truncated=~np.asarray(finished, dtype=bool).reshape(b, group),
+        kinds=kinds,
     )

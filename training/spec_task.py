@@ -8,19 +8,17 @@ database in `out` (a copy of a finished run's, or a fresh one seeded with the in
 program); each step's proposals are told to that Evolution and committed, so the database
 grows with the training proposals exactly as a search would grow it. Completions are parsed
 by the search's parser; every proposed program is evaluated by the spec's scorer in the
-sandbox pool (the spec's limits and isolation), all of a step's programs at once. A proposal
-that does not parse, was cut off by the token budget, or whose evaluation failed scores a
-zero vector. Each prompt remembers the database's Pareto front when it was built (`archive`,
-for the `vpo_archive` estimator).
+sandbox pool (the spec's limits and isolation), all of a step's programs at once. What a
+proposal earns, and each prompt's front F (`archive`, for the `vpo_archive` estimator), are
+training/search_signal.py's rule, read back from the journal the step was committed to (the
+rule `evo run --train` uses): a failure earns the floor, a duplicate by `duplicates`.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import Future
-from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +28,12 @@ import numpy as np
 from evo import prompts
 from evo import spec as specs
 from evo.database import DB_FILE, Database
+from evo.database.store import copy_store
 from evo.errors import UserError
 from evo.loop import Evolution, LoopConfig, PromptGroup, auto_tokens
 from evo.scores import Evaluation
 from tasks.base import Instance, ParseError
+from training import search_signal
 from training.advantages import pad_archives
 
 POLICY_NAME = "train"  # the policy name stored with the training proposals
@@ -64,24 +64,22 @@ def copy_database(run: Path, out: Path, config) -> None:
         Database.open(run, config, read_only=True).close()
     except UserError as error:
         raise UserError(f"--from-run {run}: {error}") from None
-    target = Path(out) / DB_FILE
-    try:
-        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
-                closing(sqlite3.connect(target)) as writer:
-            reader.backup(writer)
-    except sqlite3.DatabaseError as error:
+    problem = copy_store(source, Path(out) / DB_FILE)
+    if problem:
         for name in DB_FILES:
             (Path(out) / name).unlink(missing_ok=True)
-        raise UserError(f"--from-run {run}: cannot copy its program database ({error}); restore it or run without "
-                        "--from-run") from None
+        raise UserError(f"--from-run {run}: cannot copy its program database ({problem}); restore it or run without "
+                        "--from-run")
 
 
 class SpecTask:
     """The Task contract over a problem spec (plus `stop`, `score_completions` and `archive`,
     which the trainer uses when a task has them: training.rollouts.BatchScored)."""
 
-    def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int) -> None:
+    def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int,
+                 duplicates: str = search_signal.DEFAULT_DUPLICATES, failures: str = search_signal.DEFAULT_FAILURES) -> None:
         self.spec, self.db, self.evaluator = spec, db, evaluator
+        self.duplicates, self.failures = duplicates, failures
         self.name = spec.problem.name
         self.objectives = tuple(spec.problem.objectives)
         self.weights = np.asarray(spec.problem.weights, dtype=np.float64)
@@ -91,7 +89,8 @@ class SpecTask:
         self._finish_pending()
 
     @classmethod
-    def open(cls, spec: specs.Spec, out: Path, *, seed: int, prompts_per_step: int, from_run: Path | None = None) -> "SpecTask":
+    def open(cls, spec: specs.Spec, out: Path, *, seed: int, prompts_per_step: int, from_run: Path | None = None,
+             duplicates: str = search_signal.DEFAULT_DUPLICATES, failures: str = search_signal.DEFAULT_FAILURES) -> "SpecTask":
         """The task over the database in `out`: opened as it is (resume), copied from `from_run`,
         or created and seeded with the spec's initial program(s)."""
         from evo.run_dir import make_evaluator, seed_initial
@@ -105,7 +104,8 @@ class SpecTask:
         try:
             evaluator = make_evaluator(spec, "process")
             seed_initial(spec, db, evaluator)
-            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step)
+            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step, duplicates=duplicates,
+                       failures=failures)
         except BaseException:
             if evaluator is not None:
                 evaluator.close()
@@ -139,14 +139,13 @@ class SpecTask:
             raise RuntimeError("the training Evolution has nothing to ask: its last step was not committed")
         if count > len(group.prompts):
             raise ValueError(f"asked for {count} prompts; a step has {len(group.prompts)}")
-        front = self.front()
+        front = self.front(group.start)
         return [Instance(self.name, split, group.start + i, SpecPrompt(group, i, front)) for i in range(count)]
 
-    def front(self) -> np.ndarray:
-        pareto = self.db.pareto()
-        if not pareto:
-            return np.zeros((0, len(self.objectives)))
-        return np.stack([np.asarray(p.scores, dtype=np.float64) for p in pareto])
+    def front(self, start: int | None = None) -> np.ndarray:
+        """(p, d) the front F of the prompts asked at iteration `start` (default: the next group's)."""
+        start = self.evolution.generated if start is None else start
+        return search_signal.front_at(self.db.store, max(0, start - self.evolution.config.lag), len(self.objectives))
 
     def prompt(self, instance: Instance, m: int = 1) -> str:
         return instance.data.prompt.text
@@ -182,31 +181,24 @@ class SpecTask:
         """(B, p, d): each prompt's database front, NaN-padded (the `vpo_archive` estimator's F)."""
         return pad_archives([instance.data.front for instance in instances], len(self.objectives))
 
-    def score_completions(self, instances: Sequence[Instance], completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
-        """Rewards (B * G, 1, d) and parsed (B * G,) of one step's completions (row i * G + j:
-        completion j of prompt i). Every program is evaluated concurrently in the pool; the
-        step's proposals are told to the Evolution and committed to the database."""
+    def score_completions(self, instances: Sequence[Instance],
+                          completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rewards (B * G, 1, d), parsed (B * G,) and what each became (B * G,: search_signal
+        KINDS codes) of one step's completions (row i * G + j: completion j of prompt i). The
+        step's proposals are told to the Evolution, every new program evaluated concurrently in
+        the pool and committed; the rewards are read back from the journal."""
         group = instances[0].data.group
         if [i.data.offset for i in instances] != list(range(len(group.prompts))) or any(i.data.group is not group for i in instances):
             raise ValueError("score_completions takes the instances of one asked group, in order")
-        rows = [(i, c) for i, row in zip(instances, completions) for c in row]
-        codes = [self._code(instance, c.text) for instance, c in rows]
         pending = self.evolution.tell(group, completions)
-        evaluations = self._evaluate({*filter(None, codes), *(c.code for c in pending)})
+        evaluations = self._evaluate({c.code for c in pending})
         self.evolution.commit((c, evaluations[c.code]) for c in pending)
-        d = len(self.objectives)
-        rewards = np.zeros((len(rows), 1, d))
-        for row, ((_, completion), code) in enumerate(zip(rows, codes)):
-            if code is not None and completion.finish_reason == "stop":
-                rewards[row, 0] = self.vector(evaluations[code])
-        parsed = np.array([code is not None for code in codes], dtype=bool)
-        return rewards, parsed
-
-    def _code(self, instance: Instance, text: str) -> str | None:
-        try:
-            return prompts.parse(instance.data.prompt, text)
-        except prompts.ParseFailure:
-            return None
+        cut = np.array([[c.finish_reason != "stop" for c in row] for row in completions], dtype=bool)
+        proposals = search_signal.read(self.db.store, [i.index for i in instances], cut, [group.start] * len(instances),
+                                       lag=self.evolution.config.lag, d=len(self.objectives))
+        rewards = search_signal.rewards(proposals, self.duplicates, self.failures)
+        kinds = proposals.kinds.reshape(-1)
+        return rewards.reshape(-1, 1, len(self.objectives)), kinds != search_signal.UNPARSED, kinds
 
     def _evaluate(self, codes: set[str]) -> dict[str, Evaluation]:
         futures: dict[str, Future] = {code: self.evaluator.submit(code) for code in sorted(codes)}
@@ -250,10 +242,12 @@ class SpecSource:
             raise UserError(f"{path}: not a spec training run's source ({problem}); restore it or start a new run")
         return cls(**raw)
 
-    def open(self, out: Path, *, seed: int, prompts_per_step: int) -> SpecTask:
+    def open(self, out: Path, *, seed: int, prompts_per_step: int, duplicates: str = search_signal.DEFAULT_DUPLICATES,
+             failures: str = search_signal.DEFAULT_FAILURES) -> SpecTask:
         """The task over the database in `out` (made here by a fresh start)."""
         return SpecTask.open(self.load(), out, seed=seed, prompts_per_step=prompts_per_step,
-                             from_run=None if self.from_run is None else Path(self.from_run))
+                             from_run=None if self.from_run is None else Path(self.from_run), duplicates=duplicates,
+                             failures=failures)
 
 
 def _source_problem(raw: object) -> str:

@@ -18,11 +18,11 @@ from tqdm import tqdm
 
 import tasks
 from evo import metrics
-from evo.errors import UserError
+from evo.errors import UserError, WorkFailed
 from evo.scores import scalarize
 from tasks.base import Similar
 from tasks.completions import Scoring
-from training import advantages, checkpoint, diversity, memory, models
+from training import advantages, checkpoint, diversity, memory, models, search_signal
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
@@ -239,6 +239,8 @@ def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
         "length": float(rolls.samples.completion_mask.sum(1).float().mean()),
         "advantage_abs": float(np.abs(adv).mean()),
     })
+    if rolls.kinds is not None:  # a search's proposals: valid, failed, unparsed, cut, duplicate shares
+        record.update(search_signal.shares(rolls.kinds))
     return record
 
 
@@ -297,11 +299,15 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
             raise not_finite(record["step"], record)
         checkpoint.append_metrics(out, record)
         records.append(record)
-        check_signal(records, config)
+        idle = search_signal.idle_cause(records, config.idle_steps)
         if config.snapshot_every and state.step % config.snapshot_every == 0:
             checkpoint.snapshot(out, models.merged(state.model), state.tokenizer, state.step)
-        if state.step % config.save_every == 0 or state.step == config.steps:
+        if state.step % config.save_every == 0 or state.step == config.steps or idle:
             checkpoint.save(out, models.merged(state.model), state.tokenizer, state.optimizer, state.step)
+        if idle:  # what it has is saved: the one line, and the run stops
+            raise WorkFailed(f"{idle}; training stopped at step {state.step}, saved in {out} "
+                             f"(evo train --out {out} --resume continues it)")
+        check_signal(records, config)
         bar.update(1)
         bar.set_postfix(scalar=f"{record['scalar']:.3f}", div=f"{record['diversity']:.3f}")
     bar.close()

@@ -41,14 +41,10 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
 def trained(settings):
     """`train(config, policy)` for spec_search.run_one: the run's policy, loaded afresh, training itself."""
     from evo import policies as registry
-    from training.online import OnlinePolicy
+    from training.online import online_policy
 
     def wrap(config, policy):
-        spec = config.spec()
-        fresh = registry.load(config.policy)  # every run starts from the checkpoint's weights
-        return OnlinePolicy(fresh, config.directory, settings, seed=config.seed, lag=config.loop.lag,
-                            objectives=spec.problem.objectives, weights=spec.problem.weights,
-                            group=spec.search.samples_per_prompt)
+        return online_policy(registry.load(config.policy), config, settings)  # every run starts from the checkpoint's weights
 
     return wrap
 
@@ -88,7 +84,8 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     weights = np.asarray(spec.problem.weights, dtype=np.float64)
     target = spec.search.target
     best, volume, reference = spec_search.curves(runs, weights, programs)
-    columns = {name: spec_search.columns(best[name], volume.get(name), target) for name in uris}
+    columns = {name: {**spec_search.columns(best[name], volume.get(name), target), **spec_search.outcome_columns(runs[name])}
+               for name in uris}
     baseline = next(iter(uris))
     rows = summary.table(columns, baseline, seed=seed)
     result = {

@@ -102,13 +102,9 @@ def _online_settings(algo: str | None, every: int | None, pairs: tuple[str, ...]
 
 def _trained_online(config, loaded: dict, settings) -> dict:
     """The run's one policy wrapped to train itself on the run's committed groups."""
-    from training.online import OnlinePolicy, OnlineSettings
+    from training.online import online_policy
 
-    settings = settings or OnlineSettings.read(config.directory)
     if len(loaded) != 1:
         raise UserError("--train trains one policy; give a single --policy local:PATH")
-    spec = config.spec()
     (name, policy), = loaded.items()
-    return {name: OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=config.loop.lag,
-                               objectives=spec.problem.objectives, weights=spec.problem.weights,
-                               group=spec.search.samples_per_prompt)}
+    return {name: online_policy(policy, config, settings)}

@@ -250,6 +250,8 @@ def command(directory: Path, as_json: bool, plots: bool, lineage: Path | None, f
         kl = "-" if t["kl"] is None else f"{t['kl']:.3g}"
         click.echo(f"training ({printable(str(t['algo']))}, every {t['every']} iterations): {t['steps']} steps, last reward {reward}, "
                    f"KL {kl}, {t['seconds']:.1f} s training")
+        if t["stopped"]:
+            click.echo(f"training stopped: {printable(t['stopped'])}")
     front = data["pareto"]
     click.echo(f"pareto front: {len(front)} distinct score vectors ({sum(e['count'] for e in front)} programs)")
     for entry in front[:20]:

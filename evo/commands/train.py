@@ -163,7 +163,8 @@ def open_spec_task(config, source, resume: bool):
         if config.task != source.task_name:
             raise UserError(f"{out / CONFIG_FILE}: task {config.task!r} is not the one this spec training run was "
                             f"started on ({source.task_name}); restore the file, or start a new --out")
-        return source.open(out, seed=config.seed, prompts_per_step=config.prompts)
+        return source.open(out, seed=config.seed, prompts_per_step=config.prompts, duplicates=config.duplicates,
+                           failures=config.failures)
     if source is None:
         return None
     saved = SpecSource.read(out) if (out / SOURCE_FILE).exists() else None
@@ -175,7 +176,8 @@ def open_spec_task(config, source, resume: bool):
     out.mkdir(parents=True, exist_ok=True)
     source.save(out)
     try:
-        return source.open(out, seed=config.seed, prompts_per_step=config.prompts)
+        return source.open(out, seed=config.seed, prompts_per_step=config.prompts, duplicates=config.duplicates,
+                           failures=config.failures)
     except BaseException:
         if saved is None:  # refused at its start: leave --out as it was
             for name in written:
@@ -226,6 +228,13 @@ def open_spec_task(config, source, resume: bool):
 @config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
 @config_option("--max-empty-steps", type=click.IntRange(0),
                help="Stop after this many steps in a row with >= 90% of completions truncated or unparseable (0: never).")
+@config_option("--idle-steps", type=click.IntRange(0),
+               help="--spec: stop after this many steps in a row with nothing to learn (all failed, all repeated, "
+                    "zero advantage everywhere); 0: never.")
+@config_option("--duplicates", type=params.LazyChoice("training.search_signal:DUPLICATE_RULES"),
+               help="--spec: what a duplicate proposal earns (docs/training.md: penalty, worst, score, zero).")
+@config_option("--failures", type=params.LazyChoice("training.search_signal:FAILURE_RULES"),
+               help="--spec: what a failed, unparseable or cut-off proposal earns (floor; zero: the old rule, unsafe with minimize).")
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")

@@ -36,6 +36,7 @@ class RunVectors:
 
     at: np.ndarray  # (n,) int
     vectors: np.ndarray  # (n, d)
+    outcomes: tuple[float, float, float] = (np.nan, np.nan, np.nan)  # shares of the proposals: valid, failed, duplicate
 
 
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
@@ -67,9 +68,22 @@ def run_vectors(directory: Path) -> RunVectors:
         found = [(place, evaluations[(c.iteration, c.slot)].scores)
                  for place, c in enumerate(db.journal.candidates(), 1)
                  if (c.iteration, c.slot) in evaluations and evaluations[(c.iteration, c.slot)].ok]
+        counts = db.journal.counts()
     at = np.array([1] * len(initial) + [place for place, _ in found], dtype=np.int64)
     rows = initial + [np.asarray(v, dtype=np.float64) for _, v in found]
-    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)))
+    total = max(1, sum(counts.values()))
+    outcomes = (counts["ok"] / total, (counts["failed"] + counts["parse"]) / total, counts["duplicate"] / total)
+    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)), outcomes)
+
+
+OUTCOMES = ("valid_share", "failed_share", "duplicate_share")  # of a run's proposals: evaluated ok; failed or unparseable; repeats
+
+
+def outcome_columns(runs: list[RunVectors]) -> dict[str, np.ndarray]:
+    """Metric name -> one value per seed: the shares of the runs' proposals that were valid,
+    failed (or did not parse) and duplicates (`evo compare --spec`'s valid / failed / duplicate rows)."""
+    shares = np.array([run.outcomes for run in runs], dtype=np.float64).reshape(len(runs), len(OUTCOMES))
+    return {name: shares[:, j] for j, name in enumerate(OUTCOMES)}
 
 
 def best_curve(run: RunVectors, weights: np.ndarray, programs: int) -> np.ndarray:

@@ -124,6 +124,34 @@ class CandidateJournal:
         """Policy replies by policy name (a reply holds one program, or a set of several)."""
         return reply_counts(self.store.connection)
 
+    def next_iteration(self) -> int:
+        """One past the last journaled iteration (0 when none): where the next group starts."""
+        (last,) = self.store.connection.execute("SELECT MAX(iteration) FROM candidates").fetchone()
+        return 0 if last is None else int(last) + 1
+
+    def originals(self, keys: Iterable[str]) -> dict[str, Evaluation]:
+        """For each duplicate key, the evaluation of the first program that had it: a journaled
+        candidate's, else a stored program's (the initial programs are not journaled). A key
+        found nowhere is left out."""
+        found: dict[str, Evaluation] = {}
+        connection = self.store.connection
+        for key in dict.fromkeys(keys):
+            row = connection.execute(
+                f"SELECT {', '.join('e.' + c.strip() for c in _EVALUATION_COLUMNS.split(','))} FROM candidates c "
+                "JOIN evaluations e ON e.iteration = c.iteration AND e.slot = c.slot "
+                "WHERE c.hash = ? AND c.status IN (?, ?) ORDER BY c.iteration, c.slot LIMIT 1",
+                (key, PENDING, INSERTED)).fetchone()
+            if row is not None:
+                found[key] = _load_evaluation(tuple(row))
+                continue
+            stored = connection.execute("SELECT scores, failure_kind, failure_message FROM programs WHERE norm_hash = ? "
+                                        "AND origin = 'evaluated' ORDER BY id LIMIT 1", (key,)).fetchone()
+            if stored is not None:
+                scores, kind, message = stored
+                found[key] = (Evaluation.failed(kind, message or "") if kind is not None
+                              else Evaluation(np.frombuffer(scores, dtype=np.float64).copy()))
+        return found
+
     def hashes(self) -> set[str]:
         rows = self.store.connection.execute("SELECT hash FROM candidates WHERE status != ?", (PARSE_ERROR,))
         return {h for (h,) in rows}

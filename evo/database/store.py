@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +158,19 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     raise sqlite3.OperationalError("unable to open database file, even read-only")
 
 
+def copy_store(source: Path, target: Path) -> str:
+    """Copy the store at `source` (the commits in its WAL included) into `target`, reading the
+    source without writing to it; '' when done, else why it could not be (then `target` may
+    hold a partial file, for the caller to remove)."""
+    try:
+        with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
+                closing(sqlite3.connect(target)) as writer:
+            reader.backup(writer)
+    except sqlite3.DatabaseError as error:
+        return str(error)
+    return ""
+
+
 class Store:
     def __init__(self, path: Path | str, *, read_only: bool = False):
         """`read_only`: read a run (`evo show`, `evo report`) without writing to it or its directory."""
@@ -232,6 +245,15 @@ class Store:
     def programs(self) -> Iterator[Program]:
         for row in self.connection.execute(f"SELECT {', '.join(COLUMNS)} FROM programs ORDER BY id"):
             yield _program(row)
+
+    def scores_before(self, iteration: int) -> list[np.ndarray]:
+        """The score vectors of the evaluated programs (no failures, no copies) that the search
+        held once the iterations before `iteration` were inserted: the initial programs (stored
+        under the policy "initial" with no parents) and those of iterations < `iteration`."""
+        rows = self.connection.execute(
+            "SELECT scores FROM programs WHERE failure_kind IS NULL AND origin = 'evaluated' "
+            "AND (iteration < ? OR (policy = 'initial' AND parents = '[]')) ORDER BY id", (iteration,))
+        return [np.frombuffer(scores, dtype=np.float64).copy() for (scores,) in rows]
 
     def event(self, iteration: int, kind: str, data: dict) -> None:
         with self.transaction():

@@ -130,6 +130,8 @@ def _training(page: dict) -> str:
             for step, reward, kl in t["curve"]]
     head = (f"<p>{escape(str(t['algo']))}, one PPO step every {escape(str(t['every']))} committed iterations: "
             f"{escape(str(t['steps']))} steps, {float(t['seconds']):.1f} s spent training.</p>")
+    if t.get("stopped"):
+        head += f"<p>Training stopped: {escape(str(t['stopped']))}</p>"
     return head + (_table(["step", "reward (mean scalar)", "KL"], rows) if rows else "")
 
 

@@ -1,5 +1,6 @@
 """`evo run --train` overhead: the same search with a frozen `local:` policy and with the policy
-training itself (grpo, one PPO step every 4 committed iterations), same spec, seed and model.
+training itself (grpo, one PPO step every 4 committed iterations, never stopped for having
+nothing to learn), same spec, seed and model.
 
 nguyen7 with `continue` prompts, a fresh ~1M-parameter tiny model (training/tiny.py), the loop's
 default batch 4 and depth 2, up to 32 new tokens, one torch thread. Each side runs the search
@@ -34,17 +35,14 @@ def search(init: Path, out: Path, iterations: int, train: bool) -> tuple[float, 
     from evo.loop import RunOptions
     from evo.policies.local import LocalPolicy
     from evo.training_log import figures
-    from training.online import OnlinePolicy, OnlineSettings
+    from training.online import OnlineSettings, online_policy
 
     overrides = {**OVERRIDES, "search.iterations": iterations}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     config = run_dir.new_config(SPEC, f"local:{init}", 0, out, overrides, RunOptions(max_new_tokens=32), "process")
     policy = LocalPolicy(init)
-    if train:
-        spec = config.spec()
-        lag = config.loop.lag
-        policy = OnlinePolicy(policy, out, OnlineSettings("grpo", 4), seed=0, lag=lag,
-                              objectives=spec.problem.objectives, weights=spec.problem.weights)
+    if train:  # idle_steps 0: every step is taken, even when the fresh model's proposals teach nothing
+        policy = online_policy(policy, config, OnlineSettings.of("grpo", 4, {"idle_steps": 0}))
     started = time.perf_counter()
     run_dir.execute(config, policy, progress=False)
     return time.perf_counter() - started, figures(out)

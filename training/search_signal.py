@@ -1,0 +1,202 @@
+"""What a search proposal earns, and the front F it is measured against: the one rule that
+`evo train --spec` (training/spec_task.py) and `evo run --train` (training/online.py) share.
+
+    proposals = read(store, iterations, cut, asked, lag=lag, d=d)      # the journal's rows, as arrays
+    rewards(proposals, duplicates="penalty", failures="floor")        # (B, G, 1, d) for the estimator
+
+A proposal is one completion of a prompt (a group is one prompt's completions). What it became
+(`KINDS`): a valid program (evaluated, with scores), a failed evaluation, an unparseable reply,
+a reply cut off by the token budget, or a duplicate of a program the run already had.
+
+- valid: its score vector.
+- failed, unparseable, cut off: the FLOOR, the worst outcome: per objective, `low - gap`, where
+  `low` and `high` are the minimum and maximum over the group's valid programs, the programs
+  its duplicates repeat, and the prompt's front F, and `gap = high - low` (max(1, |low|) where
+  that is 0). So a failure is below every program of its group and of F on every objective, whatever their sign, and a
+  `minimize` objective (negated in the score vector) is safe: no weighting prefers a failure.
+  (`failures = "zero"` instead scores them a zero vector: the rule before issue 34, kept only to
+  reproduce old runs; unsafe with negative or minimized objectives.)
+- a duplicate, by the named rule `duplicates` (DUPLICATE_RULES): "penalty" (the default,
+  `low - PENALTY x gap`: below every valid program, above a failure, so re-finding the best is
+  not punished like a failure), "worst" (what a failure earns), "score" (the score of the
+  program it repeats; what a failure earns when that failed), "zero" (a zero vector: the rule of
+  `evo run --train` before issue 34, kept to reproduce old runs; unsafe with negative or
+  minimized objectives).
+
+Front F of a prompt asked when the group starting at iteration s was asked: the Pareto front of
+the evaluated programs the search held after the iterations `< max(0, s - lag)` were inserted
+(the initial programs included; lag = the loop's depth x batch, 0 for `evo train --spec`).
+
+Nothing to learn (`idle_cause`): a step whose proposals hold no valid program (all failed, all
+repeated) or whose advantages are all zero teaches nothing; `IDLE_STEPS` such steps in a row
+stop the training with one line naming the cause and what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from evo.database.journal import DUPLICATE as DUPLICATE_STATUS
+from evo.database.journal import PARSE_ERROR, CandidateJournal
+from evo.database.store import Store
+from evo.metrics import pareto_mask
+from training.advantages import pad_archives
+
+KINDS = ("valid", "failed", "unparsed", "cut", "duplicate")  # what a proposal became; codes are the indices
+VALID, FAILED, UNPARSED, CUT, DUPLICATE = range(len(KINDS))
+DUPLICATE_RULES = {
+    "penalty": "a small penalty below the group's worst valid program, above a failure",
+    "worst": "what a failure earns",
+    "score": "the score of the program it repeats",
+    "zero": "a zero vector (the old evo run --train rule; unsafe with negative or minimized objectives)",
+}
+DEFAULT_DUPLICATES = "penalty"
+FAILURE_RULES = {
+    "floor": "below every valid program of the group and of the front F (the default)",
+    "zero": "a zero vector (the old rule; unsafe with negative or minimized objectives)",
+}
+DEFAULT_FAILURES = "floor"
+PENALTY = 0.1  # a duplicate under "penalty" sits this fraction of the gap below the group's worst
+IDLE_STEPS = 3  # steps in a row with nothing to learn before training stops (0: never)
+FLAT = 1e-12  # a step whose mean |advantage| is at most this learned nothing
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """One step's proposals as arrays (B prompts, G completions each, d objectives)."""
+
+    kinds: np.ndarray  # (B, G) int: KINDS codes
+    scores: np.ndarray  # (B, G, d): a valid program's scores, a duplicate's original's; NaN otherwise
+    fronts: np.ndarray  # (B, p, d): each prompt's front F, NaN-padded
+
+
+def front(vectors: Sequence[np.ndarray] | np.ndarray, d: int) -> np.ndarray:
+    """(p, d): the distinct Pareto-optimal rows of `vectors`, in their order."""
+    if len(vectors) == 0:
+        return np.zeros((0, d))
+    stacked = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
+    kept = stacked[pareto_mask(stacked)]
+    _, first = np.unique(kept, axis=0, return_index=True)
+    return kept[np.sort(first)]
+
+
+def front_at(store: Store, cutoff: int, d: int) -> np.ndarray:
+    """The front F after the iterations `< cutoff` were inserted (the initial programs included)."""
+    return front(store.scores_before(cutoff), d)
+
+
+def read(store: Store, iterations: Sequence[int], cut: np.ndarray, asked: Sequence[int], *, lag: int,
+         d: int) -> Proposals:
+    """The journal's rows of `iterations` (one prompt each; completion j is slot j), as
+    Proposals: `cut` (B, G) the completions cut off by the token budget, `asked[b]` the
+    iteration whose group asked prompt b (its front is F at max(0, asked - lag))."""
+    journal = CandidateJournal(store)
+    first = min(iterations)
+    candidates = {(c.iteration, c.slot): c for c in journal.candidates(since=first)}
+    evaluations = journal.evaluations(since=first)
+    b, g = np.asarray(cut).shape
+    kinds = np.full((b, g), UNPARSED)
+    scores = np.full((b, g, d), np.nan)
+    repeats: dict[tuple[int, int], str] = {}
+    for row, iteration in enumerate(iterations):
+        for slot in range(g):
+            candidate, evaluation = candidates.get((iteration, slot)), evaluations.get((iteration, slot))
+            if candidate is None or candidate.status == PARSE_ERROR:
+                kinds[row, slot] = UNPARSED
+            elif cut[row][slot]:
+                kinds[row, slot] = CUT
+            elif candidate.status == DUPLICATE_STATUS:
+                kinds[row, slot] = DUPLICATE
+                repeats[(row, slot)] = candidate.hash
+            elif evaluation is not None and evaluation.ok:
+                kinds[row, slot], scores[row, slot] = VALID, evaluation.scores
+            else:
+                kinds[row, slot] = FAILED
+    originals = journal.originals(repeats.values())
+    for (row, slot), key in repeats.items():
+        original = originals.get(key)
+        if original is not None and original.ok:
+            scores[row, slot] = original.scores
+    fronts = pad_archives([front_at(store, max(0, a - lag), d) for a in asked], d)
+    return Proposals(kinds, scores, fronts)
+
+
+def floor(scores: np.ndarray, front_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(low, gap) of one group, each (d,): over the finite rows of its scores (G, d) and its front (p, d)."""
+    d = scores.shape[-1]
+    rows = np.concatenate([scores.reshape(-1, d), front_.reshape(-1, d)])
+    rows = rows[np.isfinite(rows).all(axis=1)]
+    if not len(rows):
+        return np.zeros(d), np.ones(d)
+    low, high = rows.min(axis=0), rows.max(axis=0)
+    gap = high - low
+    return low, np.where(gap > 0, gap, np.maximum(1.0, np.abs(low)))
+
+
+def rewards(proposals: Proposals, duplicates: str = DEFAULT_DUPLICATES, failures: str = DEFAULT_FAILURES) -> np.ndarray:
+    """(B, G, 1, d) rewards of the proposals under the module's rule (see the module doc)."""
+    if duplicates not in DUPLICATE_RULES:
+        raise ValueError(f"duplicates must be one of {', '.join(DUPLICATE_RULES)}, got {duplicates!r}")
+    if failures not in FAILURE_RULES:
+        raise ValueError(f"failures must be one of {', '.join(FAILURE_RULES)}, got {failures!r}")
+    kinds, scores = proposals.kinds, proposals.scores
+    b, g, d = scores.shape
+    out = np.empty((b, g, d))
+    for row in range(b):
+        low, gap = floor(scores[row], proposals.fronts[row])
+        failure = low - gap if failures == "floor" else np.zeros(d)
+        out[row] = failure
+        out[row, kinds[row] == VALID] = scores[row, kinds[row] == VALID]
+        repeated = kinds[row] == DUPLICATE
+        if duplicates == "penalty":
+            out[row, repeated] = low - PENALTY * gap
+        elif duplicates == "zero":
+            out[row, repeated] = 0.0
+        elif duplicates == "score":
+            original = np.isfinite(scores[row]).all(axis=1) & repeated
+            out[row, original] = scores[row, original]
+    return out[:, :, None, :]
+
+
+def shares(kinds: np.ndarray) -> dict[str, float]:
+    """Each KIND's share of a step's proposals (the step record's "valid", "failed", ... figures)."""
+    kinds = np.asarray(kinds).reshape(-1)
+    return {name: float(np.mean(kinds == code)) if kinds.size else 0.0 for code, name in enumerate(KINDS)}
+
+
+CAUSES = {  # why a step taught nothing -> what to do about it
+    "failed": "the model's proposals all fail to evaluate: a model that can write this spec's program is needed "
+              "(see the failures with evo show DIR --failures; warm the model up on programs like the spec's)",
+    "unparsed": "the model's proposals do not parse as programs: a model that answers in the prompt's format is needed",
+    "cut": "the model's proposals are all cut off by the token budget: raise max_new_tokens",
+    "duplicate": "the model's proposals all repeat programs the run already has: raise the sampling temperature, "
+                 "or use a model that proposes new programs",
+    "flat": "every proposal of each prompt earned the same (zero advantage everywhere): nothing tells good proposals "
+            "from bad; use proposals that differ in score (vpo_archive: that improve on the front) or another estimator",
+}
+
+
+def step_cause(record: Mapping[str, float | None]) -> str:
+    """The CAUSES key of a step that taught nothing ('' when it could teach), from its record's
+    KINDS shares and mean |advantage| (a record without the shares: '')."""
+    share = {name: record.get(name) for name in KINDS}
+    if any(not isinstance(value, (int, float)) for value in share.values()):
+        return ""
+    if not share["valid"]:
+        return max(("failed", "unparsed", "cut", "duplicate"), key=lambda name: float(share[name] or 0.0))
+    advantage = record.get("advantage_abs")
+    return "flat" if isinstance(advantage, (int, float)) and advantage <= FLAT else ""
+
+
+def idle_cause(records: Sequence[Mapping[str, float | None]], steps: int) -> str:
+    """One line when each of the last `steps` records taught nothing ('' otherwise, and for
+    steps 0): the cause most of them share (the latest on a tie) and what to do."""
+    window = list(records)[-steps:] if steps else []
+    causes = [step_cause(record) for record in window]
+    if not window or len(window) < steps or not all(causes):
+        return ""
+    cause = max(reversed(causes), key=causes.count)
+    return f"nothing to learn in the last {steps} training steps (to step {window[-1]['step']}): {CAUSES[cause]}"
