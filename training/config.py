@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from training import advantages
+from training import advantages, precision
 from training.models import ModelOptions
 
 CONFIG_FILE = "train_config.json"
@@ -33,7 +33,7 @@ class TrainConfig:
     max_new_tokens: int = 0  # 0: 1.5x the task's longest m-answer demonstration (trainer.token_budget)
     temperature: float = 1.0
     top_p: float = 1.0
-    lr: float = 2e-4
+    lr: float = 0.0  # 0: chosen by the model's size (training/rates.py: 2e-4 tiny, 1e-6 full fine-tuning, 1e-5 LoRA)
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
     eps_low: float = 0.2
@@ -45,7 +45,8 @@ class TrainConfig:
     ppo_epochs: int = 1
     micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
-    bf16: bool = False  # bfloat16 autocast for sampling and the loss forward of float32 weights
+    bf16: bool | None = None  # bfloat16 autocast of float32 weights (None: on CUDA for a 16-bit checkpoint; training/precision.py)
+    weight_dtype: str = "auto"  # auto (float32 masters for full fine-tuning) | float32 | bfloat16 (pure bf16, warned)
     seed: int = 0
     max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
     save_every: int = 50
@@ -62,7 +63,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self._check_types()
-        for name, low, low_open in (("lr", 0.0, True), ("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
+        if not math.isfinite(self.lr) or self.lr < 0:
+            raise ValueError(f"lr must be a finite number > 0 (or 0: chosen by the model's size), got {self.lr!r}")
+        for name, low, low_open in (("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
                                     ("eps_low", 0.0, False), ("eps_high", 0.0, False), ("kl_coef", 0.0, False),
                                     ("entropy_coef", 0.0, False), ("diversity_coef", 0.0, False),
                                     ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True)):
@@ -81,6 +84,8 @@ class TrainConfig:
         for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.weight_dtype not in precision.SETTINGS:
+            raise ValueError(f"weight_dtype must be one of {', '.join(precision.SETTINGS)}, got {self.weight_dtype!r}")
         if self.rollouts not in ROLLOUTS:
             raise ValueError(f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}")
         if self.sync_every < 1:

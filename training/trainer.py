@@ -7,6 +7,7 @@ the same metrics as an uninterrupted one. Read `run` top to bottom: it is the wh
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,7 +23,7 @@ from evo.errors import UserError
 from evo.scores import scalarize
 from tasks.base import Similar
 from tasks.completions import Scoring
-from training import advantages, checkpoint, diversity, memory, models
+from training import advantages, checkpoint, diversity, memory, models, precision, rates
 from training.config import TrainConfig
 from training.loss import ppo_clip_loss, token_logprobs
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
@@ -51,8 +52,10 @@ def get_task(name: str) -> tasks.Task:
         raise UserError(str(error)) from None
 
 
-def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> State:
-    """Load the task, the model (from `init`, or from `out` when resuming) and the optimizer."""
+def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
+          plan: precision.Precision | None = None) -> State:
+    """Load the task, the model (from `init`, or from `out` when resuming) and the optimizer.
+    `plan`: the dtypes to train in (None: `precision_plan` of the config's device)."""
     out = Path(config.out)
     task = task if task is not None else get_task(config.task)
     if config.algo not in advantages.REGISTRY:
@@ -68,7 +71,13 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
     if resume:
         checkpoint.recover(out)  # a save killed half-way: finished or dropped, never mixed
-    model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
+    start = str(out) if resume else config.init
+    plan = plan or precision_plan(config, start)
+    if plan.warning:
+        print(f"warning: {plan.warning}", file=sys.stderr, flush=True)
+    model, tokenizer = models.load(start, config.model_options, dtype=plan.weights)
+    config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights)),
+                            rates.parameters(model))
     encode = models.prompt_encoder(tokenizer, config.chat)
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
@@ -81,7 +90,10 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
+    reference = None
+    if config.kl_coef > 0:
+        reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False),
+                                dtype=plan.frozen)[0]
     sampler = None
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
@@ -89,6 +101,12 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         sampler = VLLMSampler(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
                               bf16=config.bf16, engine=config.vllm_options)
     return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
+
+
+def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
+    """The dtypes of a run of `config` from the checkpoint in `path`, on the config's device."""
+    return precision.plan(models.resolve_device(config.device), precision.checkpoint_dtype(path),
+                          lora=bool(config.lora_rank), setting=config.weight_dtype, bf16=config.bf16)
 
 
 def token_budget(task: tasks.Task, encode: Callable, m: int, *, seed: int = 0, count: int = 16) -> int:
@@ -162,7 +180,7 @@ def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
 
 
 def autocast(config: TrainConfig):
-    return models.autocast(models.resolve_device(config.device), config.bf16)
+    return models.autocast(models.resolve_device(config.device), bool(config.bf16))
 
 
 def chunks(total: int, parts: int) -> list[torch.Tensor]:

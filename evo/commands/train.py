@@ -221,7 +221,7 @@ def open_spec_task(config, source, resume: bool):
                help="Token budget of a completion (0: 1.5x the task's longest m-answer demonstration).")
 @config_option("--temperature", type=params.TEMPERATURE)
 @config_option("--top-p", type=params.TOP_P)
-@config_option("--lr", type=float)
+@config_option("--lr", type=click.FloatRange(0), help="AdamW learning rate (0: by model size: 2e-4 tiny, 1e-6 full fine-tuning, 1e-5 LoRA).")
 @config_option("--weight-decay", type=click.FloatRange(0), help="AdamW weight decay.")
 @config_option("--max-grad-norm", type=click.FloatRange(0, min_open=True), help="Gradient clipping norm.")
 @config_option("--kl-coef", type=float, help="k3 KL to the --init model.")
@@ -242,7 +242,9 @@ def open_spec_task(config, source, resume: bool):
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
-@config_option("--bf16/--no-bf16", help="bfloat16 autocast (fast on CPUs with AMX or AVX512-BF16).")
+@config_option("--bf16/--no-bf16", help="bfloat16 autocast (default: on CUDA for a 16-bit checkpoint; fast on CPUs with AMX).")
+@config_option("--weight-dtype", type=params.LazyChoice("training.precision:SETTINGS"),
+               help="Trained weights: auto (float32 masters for full fine-tuning), float32, or bfloat16 (pure bf16, warned).")
 @config_option("--seed", type=int)
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
