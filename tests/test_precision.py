@@ -78,3 +78,19 @@ def test_pure_bf16_when_asked_loses_the_update(bf16_init, tmp_path, capsys):
     assert max(f for name, f in changed.items() if "norm" in name) == 0  # what fp32 masters fix
     projections = [f for name, f in changed.items() if name.endswith("proj.weight")]
     assert sum(projections) / len(projections) < 0.1  # measured 1.8% of their elements
+
+
+def test_trl_trains_float32_weights_under_bf16_autocast(bf16_init, tmp_path):
+    """`--engine trl` on a CUDA plan: TRL's default (float32 weights, bf16 autocast), not a bf16 model."""
+    pytest.importorskip("trl")
+    from training.integrations import trl
+
+    plan = precision.plan("cuda", precision.checkpoint_dtype(bf16_init), lora=False)
+    config = TrainConfig(task="charmix", algo="grpo", init=str(bf16_init), out=str(tmp_path), steps=1, prompts=4,
+                         group=6, max_new_tokens=8, lr=1e-6, seed=0, device="cpu")
+    grpo = trl.trainer(config, CharMix(), plan=plan)
+    assert grpo.args.bf16 and {p.dtype for p in grpo.model.parameters()} == {F32}
+    before = {name: p.detach().clone() for name, p in grpo.model.named_parameters()}
+    grpo.train()
+    still = [name for name, p in grpo.model.named_parameters() if torch.equal(p.detach(), before[name])]
+    assert not still, still

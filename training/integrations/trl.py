@@ -78,11 +78,13 @@ def refuse_unsupported(config: TrainConfig, use_vllm: bool) -> None:
             raise UserError(f"--vllm-option {', '.join(unknown)} is not a TRL vLLM setting (known: {', '.join(known)})")
 
 
-def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1, save: bool = False):
+def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1, save: bool = False,
+                plan: precision.Precision | None = None):
     """TRL's GRPOConfig for `config`: one generation of prompts x group rollouts per optimizer step
     in all (each of `processes` ranks takes 1/processes of it), token losses summed over a
     constant (loss_type dr_grpo, as the project's trainer), constant lr; with `save`, TRL's
-    resumable checkpoint every `save_every` steps (the last one kept) in out/trl."""
+    resumable checkpoint every `save_every` steps (the last one kept) in out/trl; bf16 autocast
+    as `plan` (None: `precision_plan` of the config) says."""
     from trl import GRPOConfig
 
     rollouts = config.prompts * config.group
@@ -91,6 +93,7 @@ def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processe
         raise UserError(f"--engine trl splits prompts x group ({rollouts}) rollouts over --micro-batches x processes "
                         f"({config.micro_batches} x {processes}); make it divisible (a smaller split would train nothing)")
     device = models.resolve_device(config.device)
+    bf16 = (plan or precision_plan(config)).autocast
     vllm = {f"vllm_{key}": value for key, value in config.vllm_options.items()} if use_vllm else {}
     return GRPOConfig(
         output_dir=str(Path(config.out) / "trl"), per_device_train_batch_size=rollouts // chunks,
@@ -99,14 +102,14 @@ def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processe
         learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
         lr_scheduler_type="constant", beta=config.kl_coef, epsilon=config.eps_low, epsilon_high=config.eps_high,
         entropy_coef=config.entropy_coef, num_iterations=config.ppo_epochs, loss_type="dr_grpo",
-        scale_rewards="group", max_steps=config.steps, seed=config.seed, bf16=plan(config).autocast, use_cpu=device == "cpu",
+        scale_rewards="group", max_steps=config.steps, seed=config.seed, bf16=bf16, use_cpu=device == "cpu",
         use_vllm=use_vllm, **vllm, save_strategy="steps" if save else "no", save_steps=config.save_every,
         save_total_limit=1, logging_steps=1, report_to="none",
         disable_tqdm=not progress, shuffle_dataset=False, dataloader_num_workers=0,
         **({"gradient_checkpointing": True} if config.gradient_checkpointing else {}))
 
 
-def plan(config: TrainConfig) -> precision.Precision:
+def precision_plan(config: TrainConfig) -> precision.Precision:
     """The run's dtypes: float32 weights (TRL's own default when it loads a model) with bf16
     autocast on CUDA for a 16-bit checkpoint, as the project's trainer (`training.precision`)."""
     return precision.plan(models.resolve_device(config.device), precision.checkpoint_dtype(config.init),
@@ -115,7 +118,7 @@ def plan(config: TrainConfig) -> precision.Precision:
 
 def resolved(config: TrainConfig) -> TrainConfig:
     """`config` with its autocast, weight dtype and learning rate decided (what train_config.json records)."""
-    chosen = plan(config)
+    chosen = precision_plan(config)
     config = dataclasses.replace(config, bf16=chosen.autocast, weight_dtype=precision.dtype_name(chosen.weights))
     return rates.resolved(config, rates.parameters_at(config.init))
 
@@ -136,9 +139,11 @@ def lora_config(config: TrainConfig):
     return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear")
 
 
-def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=(), save: bool = False):
+def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=(), save: bool = False,
+            plan: precision.Precision | None = None):
     """A GRPOTrainer over the task's m-answer prompts with the set-score reward of `config.algo`:
-    `config.steps` generations of `config.prompts` distinct prompts (the global batch)."""
+    `config.steps` generations of `config.prompts` distinct prompts (the global batch); the
+    model in `plan`'s dtypes (None: `precision_plan`: float32 weights, TRL's own default)."""
     from trl import GRPOTrainer
 
     check(config.algo, config.options)
@@ -146,8 +151,8 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
     m = answers_for(config.algo, config.answers)
     instances = task.instances("train", config.prompts * config.steps, seed=config.seed)
     check_template(task, instances[0], config.algo, m)
-    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size(), save=save)
-    chosen = plan(config)
+    chosen = plan or precision_plan(config)
+    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size(), save=save, plan=chosen)
     if chosen.warning:
         print(f"warning: {chosen.warning}", file=sys.stderr, flush=True)
     model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"), dtype=chosen.weights)
