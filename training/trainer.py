@@ -25,7 +25,7 @@ from tasks.base import Similar
 from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models, precision, rates
 from training.config import TrainConfig
-from training.loss import ppo_clip_loss, token_logprobs
+from training.loss import head_parts, ppo_clip_loss, token_logprobs
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
 
 
@@ -78,6 +78,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     model, tokenizer = models.load(start, config.model_options, dtype=plan.weights)
     config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights)),
                             rates.parameters(model))
+    head_parts(model)  # the head check, once, before step 1 (a head it cannot split is warned about here)
     encode = models.prompt_encoder(tokenizer, config.chat)
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
