@@ -43,7 +43,8 @@ class TrainConfig:
     diversity_coef: float = 0.0  # DARLING-style reward scale 1 + this x distinctness (0: off; training/diversity.py)
     score_by_answer: bool = False  # parse a set's answers one by one: a malformed answer scores zero alone (tasks/completions.py)
     ppo_epochs: int = 1
-    micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
+    micro_batches: int = 0  # gradient accumulation: the step's rollouts in this many chunks (0: from the memory plan)
+    memory_gib: float = 0.0  # the memory plan's budget (0: 90% of what the device can give; training/planner.py)
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
     bf16: bool | None = None  # bfloat16 autocast of float32 weights (None: on CUDA for a 16-bit checkpoint; training/precision.py)
     weight_dtype: str = "auto"  # auto (float32 masters for full fine-tuning) | float32 | bfloat16 (pure bf16, warned)
@@ -57,7 +58,7 @@ class TrainConfig:
     vllm_options: dict[str, Any] = field(default_factory=dict)  # vLLM engine options (training.engines.engine_defaults)
     device: str = "auto"  # auto | cpu | cuda
     chat: bool | None = None  # apply the tokenizer's chat template (None: when it has one)
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool | None = None  # None: on when the memory plan needs it
     lora_rank: int = 0  # LoRA adapters of this rank (peft); 0: full fine-tuning
     lora_alpha: float = 16.0
 
@@ -68,7 +69,8 @@ class TrainConfig:
         for name, low, low_open in (("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
                                     ("eps_low", 0.0, False), ("eps_high", 0.0, False), ("kl_coef", 0.0, False),
                                     ("entropy_coef", 0.0, False), ("diversity_coef", 0.0, False),
-                                    ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True)):
+                                    ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True),
+                                    ("memory_gib", 0.0, False)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < low or (low_open and value == low):
@@ -77,11 +79,11 @@ class TrainConfig:
             raise ValueError(f"eps_low must be < 1 (the ratio's lower clip is 1 - eps_low), got {self.eps_low}")
         if self.top_p > 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        positive = ("steps", "prompts", "group", "answers", "ppo_epochs", "micro_batches", "save_every")
+        positive = ("steps", "prompts", "group", "answers", "ppo_epochs", "save_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps"):
+        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps", "micro_batches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.weight_dtype not in precision.SETTINGS:
@@ -107,7 +109,7 @@ class TrainConfig:
 
     @property
     def model_options(self) -> ModelOptions:
-        return ModelOptions(self.device, self.gradient_checkpointing, self.lora_rank, self.lora_alpha)
+        return ModelOptions(self.device, bool(self.gradient_checkpointing), self.lora_rank, self.lora_alpha)
 
     @property
     def norm(self) -> int:

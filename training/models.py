@@ -27,7 +27,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj")  # L
 @dataclass(frozen=True)
 class ModelOptions:
     device: str = "cpu"  # auto | cpu | cuda
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = False  # from load on (the memory planner may also turn it on later)
     lora_rank: int = 0  # 0: full fine-tuning
     lora_alpha: float = 16.0
 
@@ -52,11 +52,18 @@ def load(path: str, options: ModelOptions = ModelOptions(), *, dtype: torch.dtyp
         dtype = precision.plan(device, precision.checkpoint_dtype(path), lora=bool(options.lora_rank)).weights
     model, tokenizer = load_causal_lm(path, device=device, dtype=dtype)
     if options.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache
+        enable_checkpointing(model)
     if options.lora_rank:
         model = with_lora(model, options.lora_rank, options.lora_alpha)
     return model.eval(), tokenizer
+
+
+def enable_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute the layers' activations in the backward (also on a loaded, LoRA-wrapped model)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    inner.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache
+    model.eval()
 
 
 def with_lora(model: torch.nn.Module, rank: int, alpha: float) -> torch.nn.Module:

@@ -23,7 +23,7 @@ from evo.errors import UserError
 from evo.scores import scalarize
 from tasks.base import Similar
 from tasks.completions import Scoring
-from training import advantages, checkpoint, diversity, memory, models, precision, rates
+from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates
 from training.config import TrainConfig
 from training.loss import head_parts, ppo_clip_loss, token_logprobs
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
@@ -43,6 +43,7 @@ class State:
     step: int  # finished steps
     sampler: object | None = None  # None: the local Sampler; else training.engines.VLLMSampler
     encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
+    memory: planner.MemoryPlan | None = None  # micro-batches from a token budget (planned at step 1 when micro_batches is 0)
 
 
 def get_task(name: str) -> tasks.Task:
@@ -188,11 +189,31 @@ def chunks(total: int, parts: int) -> list[torch.Tensor]:
     return list(torch.arange(total).tensor_split(parts))
 
 
+def micro_batches(state: State, rolls: Rollouts) -> list[torch.Tensor]:
+    """The step's rows in micro-batches: the memory plan's token budget, or --micro-batches equal chunks."""
+    if state.memory is not None:
+        return state.memory.split(rolls.samples)
+    return chunks(rolls.samples.completion_ids.shape[0], state.config.micro_batches or 1)
+
+
+def plan_memory(state: State, rolls: Rollouts) -> planner.MemoryPlan:
+    """The memory plan of this run's steps, from the first step's prompt width (one line on stderr)."""
+    config, samples = state.config, rolls.samples
+    device = samples.completion_ids.device
+    prompt = int(samples.prompt_mask.any(0).sum())
+    capacity = int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * memory.free_bytes(device))
+    plan = planner.plan(state.model, state.reference, rollouts=samples.completion_ids.shape[0], group=config.group,
+                        prompt=prompt, completion=config.max_new_tokens, capacity=capacity,
+                        checkpointing=config.gradient_checkpointing, entropy=config.entropy_coef > 0,
+                        autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model))
+    print(plan.line(samples.completion_ids.shape[0], prompt + config.max_new_tokens), file=sys.stderr, flush=True)
+    return plan
+
+
 @torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig) -> torch.Tensor:
-    rows = chunks(rolls.samples.completion_ids.shape[0], config.micro_batches)
+def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig, parts: list[torch.Tensor]) -> torch.Tensor:
     with autocast(config):
-        return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in rows])
+        return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in parts])
 
 
 def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
@@ -201,13 +222,14 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     total = samples.completion_ids.shape[0]
     mask = samples.completion_mask.float()
     advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
-    old = frozen_logprobs(state.model, rolls, config) if config.ppo_epochs > 1 else None
-    ref = frozen_logprobs(state.reference, rolls, config) if state.reference is not None else None
+    parts = micro_batches(state, rolls)
+    old = frozen_logprobs(state.model, rolls, config, parts) if config.ppo_epochs > 1 else None
+    ref = frozen_logprobs(state.reference, rolls, config, parts) if state.reference is not None else None
     entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
-        for rows in chunks(total, config.micro_batches):
+        for rows in parts:
             with autocast(config):
                 logp, token_entropy = token_logprobs(state.model, samples, rows, entropy=entropy)
             parts = ppo_clip_loss(
@@ -267,6 +289,8 @@ def train_step(state: State) -> dict:
     memory.reset_peak(device)
     started = time.perf_counter()
     rolls, adv = rollout(state)
+    if state.memory is None and not state.config.micro_batches:
+        state.memory = plan_memory(state, rolls)
     rolled = time.perf_counter()
     record = {"step": state.step + 1, **reward_metrics(state.task, rolls, adv), **update(state, rolls, adv)}
     updated = time.perf_counter()

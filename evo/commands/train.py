@@ -235,7 +235,9 @@ def open_spec_task(config, source, resume: bool):
                help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28, with --ppo-epochs 2 or more).")
 @config_option("--ppo-epochs", type=click.IntRange(1),
                help="Optimizer steps per batch of rollouts; from the second on, the PPO clip binds.")
-@config_option("--micro-batches", type=click.IntRange(1), help="Gradient accumulation chunks.")
+@config_option("--micro-batches", type=click.IntRange(0),
+               help="Gradient accumulation chunks (0: micro-batches from the memory plan's token budget).")
+@config_option("--memory-gib", type=click.FloatRange(0), help="The memory plan's budget (0: 90% of what the device can give).")
 @config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
 @config_option("--max-empty-steps", type=click.IntRange(0),
                help="Stop after this many steps in a row with >= 90% of completions truncated or unparseable (0: never).")
@@ -258,7 +260,8 @@ def open_spec_task(config, source, resume: bool):
 @click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate by default; --vllm-option mode=server, enable_sleep_mode=True).")
 @config_option("--device", type=params.LazyChoice("training.models:DEVICES"))
 @config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: when it has one).")
-@config_option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
+@config_option("--gradient-checkpointing/--no-gradient-checkpointing",
+               help="Recompute activations in the backward (default: when the memory plan needs it).")
 @config_option("--lora-rank", type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
 @config_option("--lora-alpha", type=float)
 def command(init, steps, out, resume, options, vllm_options, threads, progress, engine, use_vllm, spec, from_run, sets,

@@ -88,16 +88,17 @@ def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processe
     from trl import GRPOConfig
 
     rollouts = config.prompts * config.group
-    chunks = config.micro_batches * processes
+    micro = config.micro_batches or 1  # TRL splits evenly; the memory plan is the project's trainer's
+    chunks = micro * processes
     if rollouts % chunks:
         raise UserError(f"--engine trl splits prompts x group ({rollouts}) rollouts over --micro-batches x processes "
-                        f"({config.micro_batches} x {processes}); make it divisible (a smaller split would train nothing)")
+                        f"({micro} x {processes}); make it divisible (a smaller split would train nothing)")
     device = models.resolve_device(config.device)
     bf16 = (plan or precision_plan(config)).autocast
     vllm = {f"vllm_{key}": value for key, value in config.vllm_options.items()} if use_vllm else {}
     return GRPOConfig(
         output_dir=str(Path(config.out) / "trl"), per_device_train_batch_size=rollouts // chunks,
-        gradient_accumulation_steps=config.micro_batches, num_generations=config.group,
+        gradient_accumulation_steps=micro, num_generations=config.group,
         max_completion_length=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
         learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
         lr_scheduler_type="constant", beta=config.kl_coef, epsilon=config.eps_low, epsilon_high=config.eps_high,
