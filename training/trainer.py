@@ -222,14 +222,14 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     total = samples.completion_ids.shape[0]
     mask = samples.completion_mask.float()
     advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
-    parts = micro_batches(state, rolls)
-    old = frozen_logprobs(state.model, rolls, config, parts) if config.ppo_epochs > 1 else None
-    ref = frozen_logprobs(state.reference, rolls, config, parts) if state.reference is not None else None
+    batches = micro_batches(state, rolls)
+    old = frozen_logprobs(state.model, rolls, config, batches) if config.ppo_epochs > 1 else None
+    ref = frozen_logprobs(state.reference, rolls, config, batches) if state.reference is not None else None
     entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
-        for rows in parts:
+        for rows in batches:
             with autocast(config):
                 logp, token_entropy = token_logprobs(state.model, samples, rows, entropy=entropy)
             parts = ppo_clip_loss(
