@@ -31,7 +31,7 @@ def peak_run(rows: int) -> dict:
     then follows the tensors in use instead of keeping freed heap pages)."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "planner_peak.py"), str(rows)], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "memory plan: micro-batches of <=" in done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -74,15 +74,15 @@ class MemoryPlan:
 
 def resident_bytes(model: torch.nn.Module, reference: torch.nn.Module | None) -> int:
     """Weights (and the reference's) plus AdamW's two moments of every trained parameter."""
-    size = lambda params: sum(p.numel() * p.element_size() for p in params)  # noqa: E731
+    size = lambda params: sum(p.numel() * p.element_size() for p in params)
     trained = [p for p in model.parameters() if p.requires_grad]
     return size(model.parameters()) + 2 * size(trained) + (size(reference.parameters()) if reference is not None else 0)
 
 
 def probe_rollout(rows: int, prompt: int, completion: int, device: torch.device) -> Rollout:
     """`rows` rollouts of their own prompts, `prompt` + `completion` tokens each, no padding."""
-    ids = lambda width: (torch.arange(rows * width, device=device).reshape(rows, width) % 7) + 3  # noqa: E731
-    ones = lambda width: torch.ones((rows, width), dtype=torch.long, device=device)  # noqa: E731
+    ids = lambda width: (torch.arange(rows * width, device=device).reshape(rows, width) % 7) + 3
+    ones = lambda width: torch.ones((rows, width), dtype=torch.long, device=device)
     return Rollout(ids(prompt), ones(prompt), ids(completion), ones(completion),
                    torch.zeros((rows, completion), device=device), [[] for _ in range(rows)])
 
@@ -132,7 +132,7 @@ def plan(model: torch.nn.Module, reference: torch.nn.Module | None, *, rollouts:
     if checkpointing:
         enable_checkpointing()
     measured = measure(model, prompt, completion, entropy=entropy, autocast=autocast)
-    fits = lambda m: int((capacity - resident - m[0]) // m[1]) if m and capacity > resident + m[0] else 0  # noqa: E731
+    fits = lambda m: int((capacity - resident - m[0]) // m[1]) if m and capacity > resident + m[0] else 0
     if checkpointing is None and fits(measured) < min(group, rollouts) * length:
         enable_checkpointing()
         measured, checkpointing = measure(model, prompt, completion, entropy=entropy, autocast=autocast), True
