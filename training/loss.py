@@ -161,7 +161,9 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     elsewhere stays off as in every other forward of the trainer."""
     body, head = split_head(model)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[rows], samples.prompt_mask[rows])
-    completion, keep = samples.completion_ids[rows], samples.completion_mask[rows]
+    full = samples.completion_ids.shape[1]
+    width = max(1, int(samples.completion_mask[rows].sum(1).max()))  # no columns past every row's end
+    completion, keep = samples.completion_ids[rows, :width], samples.completion_mask[rows, :width]
     mask = torch.cat([prompt_mask, torch.ones_like(keep)], dim=1)
     layers = checkpointed_layers(model)
     for layer in layers:
@@ -174,7 +176,8 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
             layer.training = False
     states = _output(out, head)[:, prompt_ids.shape[1] - 1:-1]
     logp, ent = chosen_logprobs(states, head, completion, entropy)
-    return logp * keep, (None if ent is None else ent * keep)
+    pad = lambda x: torch.nn.functional.pad(x * keep, (0, full - width))
+    return pad(logp), (None if ent is None else pad(ent))
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
