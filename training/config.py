@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from training import advantages
+from training import advantages, precision
 from training.models import ModelOptions
 from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
 
@@ -34,7 +34,7 @@ class TrainConfig:
     max_new_tokens: int = 0  # 0: 1.5x the task's longest m-answer demonstration (trainer.token_budget)
     temperature: float = 1.0
     top_p: float = 1.0
-    lr: float = 2e-4
+    lr: float = 0.0  # 0: chosen by the model's size (training/rates.py: 2e-4 tiny, 1e-6 full fine-tuning, 1e-5 LoRA)
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
     eps_low: float = 0.2
@@ -44,9 +44,11 @@ class TrainConfig:
     diversity_coef: float = 0.0  # DARLING-style reward scale 1 + this x distinctness (0: off; training/diversity.py)
     score_by_answer: bool = False  # parse a set's answers one by one: a malformed answer scores zero alone (tasks/completions.py)
     ppo_epochs: int = 1
-    micro_batches: int = 1  # gradient accumulation: the step's rollouts in this many chunks
+    micro_batches: int = 0  # gradient accumulation: the step's rollouts in this many chunks (0: from the memory plan)
+    memory_gib: float = 0.0  # the memory plan's budget (0: 90% of what the device can give; training/planner.py)
     loss_norm: int = 0  # summed token losses are divided by rollouts * this (0: max_new_tokens)
-    bf16: bool = False  # bfloat16 autocast for sampling and the loss forward of float32 weights
+    bf16: bool | None = None  # bfloat16 autocast of float32 weights (None: on CUDA for a 16-bit checkpoint; training/precision.py)
+    weight_dtype: str = "auto"  # auto (float32 masters for full fine-tuning) | float32 | bfloat16 (pure bf16, warned)
     seed: int = 0
     max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
     duplicates: str = DEFAULT_DUPLICATES  # a spec's duplicate proposals earn (training/search_signal.py DUPLICATE_RULES)
@@ -60,16 +62,19 @@ class TrainConfig:
     vllm_options: dict[str, Any] = field(default_factory=dict)  # vLLM engine options (training.engines.engine_defaults)
     device: str = "auto"  # auto | cpu | cuda
     chat: bool | None = None  # apply the tokenizer's chat template (None: when it has one)
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool | None = None  # None: on when the memory plan needs it
     lora_rank: int = 0  # LoRA adapters of this rank (peft); 0: full fine-tuning
     lora_alpha: float = 16.0
 
     def __post_init__(self) -> None:
         self._check_types()
-        for name, low, low_open in (("lr", 0.0, True), ("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
+        if not math.isfinite(self.lr) or self.lr < 0:
+            raise ValueError(f"lr must be a finite number > 0 (or 0: chosen by the model's size), got {self.lr!r}")
+        for name, low, low_open in (("weight_decay", 0.0, False), ("max_grad_norm", 0.0, True),
                                     ("eps_low", 0.0, False), ("eps_high", 0.0, False), ("kl_coef", 0.0, False),
                                     ("entropy_coef", 0.0, False), ("diversity_coef", 0.0, False),
-                                    ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True)):
+                                    ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True),
+                                    ("memory_gib", 0.0, False)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < low or (low_open and value == low):
@@ -78,16 +83,18 @@ class TrainConfig:
             raise ValueError(f"eps_low must be < 1 (the ratio's lower clip is 1 - eps_low), got {self.eps_low}")
         if self.top_p > 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        positive = ("steps", "prompts", "group", "answers", "ppo_epochs", "micro_batches", "save_every")
+        positive = ("steps", "prompts", "group", "answers", "ppo_epochs", "save_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps", "idle_steps"):
+        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps", "idle_steps", "micro_batches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name, rules in (("duplicates", DUPLICATE_RULES), ("failures", FAILURE_RULES)):
             if getattr(self, name) not in rules:
                 raise ValueError(f"{name} must be one of {', '.join(rules)}, got {getattr(self, name)!r}")
+        if self.weight_dtype not in precision.SETTINGS:
+            raise ValueError(f"weight_dtype must be one of {', '.join(precision.SETTINGS)}, got {self.weight_dtype!r}")
         if self.rollouts not in ROLLOUTS:
             raise ValueError(f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}")
         if self.sync_every < 1:
@@ -109,7 +116,7 @@ class TrainConfig:
 
     @property
     def model_options(self) -> ModelOptions:
-        return ModelOptions(self.device, self.gradient_checkpointing, self.lora_rank, self.lora_alpha)
+        return ModelOptions(self.device, bool(self.gradient_checkpointing), self.lora_rank, self.lora_alpha)
 
     @property
     def norm(self) -> int:

@@ -25,7 +25,7 @@ CPU_BATCH_TOKENS = 4096  # the step's token budget without chunked prefill (at l
 
 
 def engine_defaults(device: str, context: int | None, dtype: torch.dtype = torch.float32) -> dict:
-    """vLLM engine options the trainer needs (the trainer's weights' dtype; room for the trainer
+    """vLLM engine options the trainer needs (the dtype the trainer computes in; room for the trainer
     on a GPU); `--vllm-option KEY=VALUE` overrides any of them."""
     options: dict = {"dtype": str(dtype).removeprefix("torch."), "seed": 0}
     if context:
@@ -97,7 +97,7 @@ class VLLMSampler:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self.model, self.sync_every, self.bf16 = model, sync_every, bf16
         weight = next(model.parameters())
-        defaults = engine_defaults(str(weight.device), context_length(model), weight.dtype)
+        defaults = engine_defaults(str(weight.device), context_length(model), torch.bfloat16 if bf16 else weight.dtype)
         self.policy = VLLMPolicy(path, **{**defaults, **(engine or {})})
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.gap = float("nan")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -18,20 +20,45 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
 BUCKET_ROWS = 32  # completions are run in length buckets of about this many rows
 LOGIT_BYTES = {"cuda": 256 << 20}  # float32 logits `chosen_logprobs` forms at once, per device type
 LOGIT_BYTES_DEFAULT = 32 << 20  # elsewhere (CPU: its peak is ~5x this, tests/benchmarks/bench_update_memory.py)
-SOFTCAPS = ("final_logit_softcapping", "logit_scale", "logits_scaling")  # config keys of a non-linear head
+SOFTCAPS = ("final_logit_softcapping", "logit_scale", "logits_scaling")  # known non-linear heads: not even checked
+HEAD_CHECK_TOKENS = 8  # tokens of the one forward that checks a split head against the model's own logits
+HEAD_TOLERANCE = 1e-3  # largest relative difference of the two paths' centred logits that passes
+_head_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the check's verdict
 
 
 def head_parts(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module] | None:
     """(backbone, lm_head) when the model's logits are `lm_head(backbone(...).last_hidden_state)`,
-    so the loss can run the head chunk by chunk; None for heads that rescale or cap the logits.
-    A peft (LoRA) wrapper is looked through: its adapters live inside the backbone."""
+    so the loss can run the head chunk by chunk; None for heads that rescale or cap the logits
+    (a SOFTCAPS key, or `head_agrees` finding a difference once, e.g. Falcon-H1's
+    lm_head_multiplier). A peft (LoRA) wrapper is looked through: its adapters live inside the backbone."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     head, backbone = inner.get_output_embeddings(), getattr(inner, "base_model", None)
     if head is None or backbone is None or backbone is inner:
         return None
     if any(getattr(inner.config, key, None) not in (None, 1, 1.0) for key in SOFTCAPS):
         return None
-    return backbone, head
+    if inner not in _head_checked:
+        _head_checked[inner] = head_agrees(model, backbone, head)
+    return (backbone, head) if _head_checked[inner] else None
+
+
+@torch.no_grad()
+def head_agrees(model: torch.nn.Module, backbone: torch.nn.Module, head: torch.nn.Module) -> bool:
+    """Whether `head(backbone(x))` gives the model's own logits on a few tokens (one real forward
+    of each, centred logits within HEAD_TOLERANCE); when not, one line on stderr says the loss
+    falls back to the model's forward."""
+    vocab = getattr(head, "out_features", None) or head.weight.shape[0]
+    ids = (torch.arange(1, HEAD_CHECK_TOKENS + 1, device=head.weight.device) % vocab)[None]
+    own = model(input_ids=ids, use_cache=False).logits.float()
+    split = head(backbone(input_ids=ids, use_cache=False).last_hidden_state).float()
+    own, split = own - own.mean(-1, keepdim=True), split - split.mean(-1, keepdim=True)
+    error = float((own - split).abs().max() / own.abs().max().clamp_min(1e-6))
+    if error <= HEAD_TOLERANCE:
+        return True
+    print(f"warning: {type(model).__name__}'s logits are not its LM head over its last hidden states (relative "
+          f"difference {error:.3g}: a logit multiplier or cap); log-probs use the model's own forward, which holds "
+          "every position's full logits", file=sys.stderr, flush=True)
+    return False
 
 
 def split_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.nn.Module | None]:
@@ -134,7 +161,9 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     elsewhere stays off as in every other forward of the trainer."""
     body, head = split_head(model)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[rows], samples.prompt_mask[rows])
-    completion, keep = samples.completion_ids[rows], samples.completion_mask[rows]
+    full = samples.completion_ids.shape[1]
+    width = max(1, int(samples.completion_mask[rows].sum(1).max()))  # no columns past every row's end
+    completion, keep = samples.completion_ids[rows, :width], samples.completion_mask[rows, :width]
     mask = torch.cat([prompt_mask, torch.ones_like(keep)], dim=1)
     layers = checkpointed_layers(model)
     for layer in layers:
@@ -147,7 +176,8 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
             layer.training = False
     states = _output(out, head)[:, prompt_ids.shape[1] - 1:-1]
     logp, ent = chosen_logprobs(states, head, completion, entropy)
-    return logp * keep, (None if ent is None else ent * keep)
+    pad = lambda x: torch.nn.functional.pad(x * keep, (0, full - width))
+    return pad(logp), (None if ent is None else pad(ent))
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

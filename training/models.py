@@ -1,10 +1,10 @@
 """The model the trainer updates: any Hugging Face causal LM, on a chosen device, with the
 prompt encoding (chat template or plain text), gradient checkpointing and LoRA adapters.
 
-Llama, Qwen2/Qwen3, Mistral and GPT-2 layouts load through `AutoModelForCausalLM`. On CUDA
-the weights keep the checkpoint's own dtype end to end (a bf16 model trains, samples and is
-saved in bf16: 2 bytes a parameter, and AdamW's moments alike); on CPU they are float32
-(half precision is slow there; `--bf16` autocasts). LoRA (the `peft` extra) trains adapters only; every checkpoint and weight sync carries
+Llama, Qwen2/Qwen3, Mistral and GPT-2 layouts load through `AutoModelForCausalLM`, in the
+dtype `training.precision.plan` gives: float32 master weights for full fine-tuning (a bf16
+checkpoint on CUDA then computes under bf16 autocast), the checkpoint's dtype for a LoRA base
+on CUDA. LoRA (the `peft` extra) trains adapters only; every checkpoint and weight sync carries
 the merged weights, so `local:` and `vllm serve` load them like any other directory.
 """
 
@@ -18,6 +18,7 @@ import torch
 
 from evo.errors import UserError
 from evo.policies.local import load_causal_lm
+from training import precision
 
 DEVICES = ("auto", "cpu", "cuda")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj")  # Llama-family and GPT-2 names
@@ -26,7 +27,7 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "c_attn", "c_proj")  # L
 @dataclass(frozen=True)
 class ModelOptions:
     device: str = "cpu"  # auto | cpu | cuda
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = False  # from load on (the memory planner may also turn it on later)
     lora_rank: int = 0  # 0: full fine-tuning
     lora_alpha: float = 16.0
 
@@ -42,23 +43,27 @@ def resolve_device(name: str) -> str:
     return name
 
 
-def weight_dtype(device: str) -> str | torch.dtype:
-    """The dtype weights train in: the checkpoint's own ("auto") on CUDA, float32 on CPU."""
-    return "auto" if resolve_device(device) == "cuda" else torch.float32
-
-
-def load(path: str, options: ModelOptions = ModelOptions(), *, dtype: str | torch.dtype | None = None
+def load(path: str, options: ModelOptions = ModelOptions(), *, dtype: torch.dtype | None = None
          ) -> tuple[torch.nn.Module, object]:
-    """A causal LM from a Hugging Face directory on the options' device (default dtype:
-    `weight_dtype` of that device), and its tokenizer."""
+    """A causal LM from a Hugging Face directory on the options' device, and its tokenizer.
+    `dtype` None: the trained weights' dtype of `precision.plan` for that device and checkpoint."""
     device = resolve_device(options.device)
-    model, tokenizer = load_causal_lm(path, device=device, dtype=weight_dtype(device) if dtype is None else dtype)
+    if dtype is None:
+        dtype = precision.plan(device, precision.checkpoint_dtype(path), lora=bool(options.lora_rank)).weights
+    model, tokenizer = load_causal_lm(path, device=device, dtype=dtype)
     if options.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache
+        enable_checkpointing(model)
     if options.lora_rank:
         model = with_lora(model, options.lora_rank, options.lora_alpha)
     return model.eval(), tokenizer
+
+
+def enable_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute the layers' activations in the backward (also on a loaded, LoRA-wrapped model)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    inner.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    inner.config.use_cache = True  # the sampler and the shared-prompt loss still use the KV cache
+    model.eval()
 
 
 def with_lora(model: torch.nn.Module, rank: int, alpha: float) -> torch.nn.Module:

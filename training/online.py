@@ -56,7 +56,7 @@ from evo.training_log import (DIRECTORY, METRICS_FILE, SETTINGS_FILE, Settings, 
                               read_stopped, truncate_metrics, write_stopped)
 from evo.policies.base import Completion
 from evo.scores import scalarize
-from training import advantages, search_signal
+from training import advantages, rates, search_signal
 from training.config import TrainConfig
 from training.online_files import GROUPS, Group, load_state, save_state
 from training.rollouts import Rollouts
@@ -163,7 +163,8 @@ class OnlinePolicy:
             from training import models
 
             self.model, self.tokenizer = models.load(str(policy.path))
-        self.config = settings.train_config(str(policy.path), str(self.directory), seed=seed, group=group)
+        self.config = rates.resolved(settings.train_config(str(policy.path), str(self.directory), seed=seed, group=group),
+                                     rates.parameters(self.model))
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
         self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
         if self.config.kl_coef > 0:

@@ -7,6 +7,7 @@ the same metrics as an uninterrupted one. Read `run` top to bottom: it is the wh
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -22,9 +23,9 @@ from evo.errors import UserError, WorkFailed
 from evo.scores import scalarize
 from tasks.base import Similar
 from tasks.completions import Scoring
-from training import advantages, checkpoint, diversity, memory, models, search_signal
+from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
 from training.config import TrainConfig
-from training.loss import ppo_clip_loss, token_logprobs
+from training.loss import head_parts, ppo_clip_loss, token_logprobs
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
 
 
@@ -42,6 +43,7 @@ class State:
     step: int  # finished steps
     sampler: object | None = None  # None: the local Sampler; else training.engines.VLLMSampler
     encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
+    memory: planner.MemoryPlan | None = None  # micro-batches from a token budget (planned at step 1 when micro_batches is 0)
 
 
 def get_task(name: str) -> tasks.Task:
@@ -51,8 +53,10 @@ def get_task(name: str) -> tasks.Task:
         raise UserError(str(error)) from None
 
 
-def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> State:
-    """Load the task, the model (from `init`, or from `out` when resuming) and the optimizer."""
+def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
+          plan: precision.Precision | None = None) -> State:
+    """Load the task, the model (from `init`, or from `out` when resuming) and the optimizer.
+    `plan`: the dtypes to train in (None: `precision_plan` of the config's device)."""
     out = Path(config.out)
     task = task if task is not None else get_task(config.task)
     if config.algo not in advantages.REGISTRY:
@@ -68,7 +72,14 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
     if resume:
         checkpoint.recover(out)  # a save killed half-way: finished or dropped, never mixed
-    model, tokenizer = models.load(str(out) if resume else config.init, config.model_options)
+    start = str(out) if resume else config.init
+    plan = plan or precision_plan(config, start)
+    if plan.warning:
+        print(f"warning: {plan.warning}", file=sys.stderr, flush=True)
+    model, tokenizer = models.load(start, config.model_options, dtype=plan.weights)
+    config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights)),
+                            rates.parameters(model))
+    head_parts(model)  # the head check, once, before step 1 (a head it cannot split is warned about here)
     encode = models.prompt_encoder(tokenizer, config.chat)
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
@@ -81,7 +92,10 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False))[0] if config.kl_coef > 0 else None
+    reference = None
+    if config.kl_coef > 0:
+        reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False),
+                                dtype=plan.frozen)[0]
     sampler = None
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
@@ -89,6 +103,12 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None) -> 
         sampler = VLLMSampler(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
                               bf16=config.bf16, engine=config.vllm_options)
     return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
+
+
+def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
+    """The dtypes of a run of `config` from the checkpoint in `path`, on the config's device."""
+    return precision.plan(models.resolve_device(config.device), precision.checkpoint_dtype(path),
+                          lora=bool(config.lora_rank), setting=config.weight_dtype, bf16=config.bf16)
 
 
 def token_budget(task: tasks.Task, encode: Callable, m: int, *, seed: int = 0, count: int = 16) -> int:
@@ -162,18 +182,38 @@ def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
 
 
 def autocast(config: TrainConfig):
-    return models.autocast(models.resolve_device(config.device), config.bf16)
+    return models.autocast(models.resolve_device(config.device), bool(config.bf16))
 
 
 def chunks(total: int, parts: int) -> list[torch.Tensor]:
     return list(torch.arange(total).tensor_split(parts))
 
 
+def micro_batches(state: State, rolls: Rollouts) -> list[torch.Tensor]:
+    """The step's rows in micro-batches: the memory plan's token budget, or --micro-batches equal chunks."""
+    if state.memory is not None:
+        return state.memory.split(rolls.samples)
+    return chunks(rolls.samples.completion_ids.shape[0], state.config.micro_batches or 1)
+
+
+def plan_memory(state: State, rolls: Rollouts) -> planner.MemoryPlan:
+    """The memory plan of this run's steps, from the first step's prompt width (one line on stderr)."""
+    config, samples = state.config, rolls.samples
+    device = samples.completion_ids.device
+    prompt = int(samples.prompt_mask.any(0).sum())
+    capacity = int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * memory.free_bytes(device))
+    plan = planner.plan(state.model, state.reference, rollouts=samples.completion_ids.shape[0], group=config.group,
+                        prompt=prompt, completion=config.max_new_tokens, capacity=capacity,
+                        checkpointing=config.gradient_checkpointing, entropy=config.entropy_coef > 0,
+                        autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model))
+    print(plan.line(samples.completion_ids.shape[0], prompt + config.max_new_tokens), file=sys.stderr, flush=True)
+    return plan
+
+
 @torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig) -> torch.Tensor:
-    rows = chunks(rolls.samples.completion_ids.shape[0], config.micro_batches)
+def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig, parts: list[torch.Tensor]) -> torch.Tensor:
     with autocast(config):
-        return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in rows])
+        return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in parts])
 
 
 def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
@@ -182,13 +222,14 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     total = samples.completion_ids.shape[0]
     mask = samples.completion_mask.float()
     advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
-    old = frozen_logprobs(state.model, rolls, config) if config.ppo_epochs > 1 else None
-    ref = frozen_logprobs(state.reference, rolls, config) if state.reference is not None else None
+    batches = micro_batches(state, rolls)
+    old = frozen_logprobs(state.model, rolls, config, batches) if config.ppo_epochs > 1 else None
+    ref = frozen_logprobs(state.reference, rolls, config, batches) if state.reference is not None else None
     entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
-        for rows in chunks(total, config.micro_batches):
+        for rows in batches:
             with autocast(config):
                 logp, token_entropy = token_logprobs(state.model, samples, rows, entropy=entropy)
             parts = ppo_clip_loss(
@@ -250,6 +291,8 @@ def train_step(state: State) -> dict:
     memory.reset_peak(device)
     started = time.perf_counter()
     rolls, adv = rollout(state)
+    if state.memory is None and not state.config.micro_batches:
+        state.memory = plan_memory(state, rolls)
     rolled = time.perf_counter()
     record = {"step": state.step + 1, **reward_metrics(state.task, rolls, adv), **update(state, rolls, adv)}
     updated = time.perf_counter()

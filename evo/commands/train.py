@@ -210,7 +210,7 @@ def open_spec_task(config, source, resume: bool):
                help="Token budget of a completion (0: 1.5x the task's longest m-answer demonstration).")
 @config_option("--temperature", type=params.TEMPERATURE)
 @config_option("--top-p", type=params.TOP_P)
-@config_option("--lr", type=float)
+@config_option("--lr", type=click.FloatRange(0), help="AdamW learning rate (0: by model size: 2e-4 tiny, 1e-6 full fine-tuning, 1e-5 LoRA).")
 @config_option("--weight-decay", type=click.FloatRange(0), help="AdamW weight decay.")
 @config_option("--max-grad-norm", type=click.FloatRange(0, min_open=True), help="Gradient clipping norm.")
 @config_option("--kl-coef", type=float, help="k3 KL to the --init model.")
@@ -224,7 +224,9 @@ def open_spec_task(config, source, resume: bool):
                help="PPO clip above: ratio <= 1 + eps-high (clip-higher: e.g. 0.28, with --ppo-epochs 2 or more).")
 @config_option("--ppo-epochs", type=click.IntRange(1),
                help="Optimizer steps per batch of rollouts; from the second on, the PPO clip binds.")
-@config_option("--micro-batches", type=click.IntRange(1), help="Gradient accumulation chunks.")
+@config_option("--micro-batches", type=click.IntRange(0),
+               help="Gradient accumulation chunks (0: micro-batches from the memory plan's token budget).")
+@config_option("--memory-gib", type=click.FloatRange(0), help="The memory plan's budget (0: 90% of what the device can give).")
 @config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
 @config_option("--max-empty-steps", type=click.IntRange(0),
                help="Stop after this many steps in a row with >= 90% of completions truncated or unparseable (0: never).")
@@ -238,7 +240,9 @@ def open_spec_task(config, source, resume: bool):
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
-@config_option("--bf16/--no-bf16", help="bfloat16 autocast (fast on CPUs with AMX or AVX512-BF16).")
+@config_option("--bf16/--no-bf16", help="bfloat16 autocast (default: on CUDA for a 16-bit checkpoint; fast on CPUs with AMX).")
+@config_option("--weight-dtype", type=params.LazyChoice("training.precision:SETTINGS"),
+               help="Trained weights: auto (float32 masters for full fine-tuning), float32, or bfloat16 (pure bf16, warned).")
 @config_option("--seed", type=int)
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
@@ -252,7 +256,8 @@ def open_spec_task(config, source, resume: bool):
 @click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate by default; --vllm-option mode=server, enable_sleep_mode=True).")
 @config_option("--device", type=params.LazyChoice("training.models:DEVICES"))
 @config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: when it has one).")
-@config_option("--gradient-checkpointing", is_flag=True, help="Recompute activations in the backward (large models).")
+@config_option("--gradient-checkpointing/--no-gradient-checkpointing",
+               help="Recompute activations in the backward (default: when the memory plan needs it).")
 @config_option("--lora-rank", type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
 @config_option("--lora-alpha", type=float)
 def command(init, steps, out, resume, options, vllm_options, threads, progress, engine, use_vllm, spec, from_run, sets,

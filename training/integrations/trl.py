@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ import torch
 
 from evo.errors import UserError
 from tasks.base import Instance, Task
-from training import checkpoint, memory, models
+from training import checkpoint, memory, models, precision, rates
 from training.config import TrainConfig
 from training.integrations.set_reward import ALGOS, SetReward, check
 from training.rollouts import answers_for, check_template
@@ -77,32 +78,50 @@ def refuse_unsupported(config: TrainConfig, use_vllm: bool) -> None:
             raise UserError(f"--vllm-option {', '.join(unknown)} is not a TRL vLLM setting (known: {', '.join(known)})")
 
 
-def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1, save: bool = False):
+def grpo_config(config: TrainConfig, *, use_vllm: bool, progress: bool, processes: int = 1, save: bool = False,
+                plan: precision.Precision | None = None):
     """TRL's GRPOConfig for `config`: one generation of prompts x group rollouts per optimizer step
     in all (each of `processes` ranks takes 1/processes of it), token losses summed over a
     constant (loss_type dr_grpo, as the project's trainer), constant lr; with `save`, TRL's
-    resumable checkpoint every `save_every` steps (the last one kept) in out/trl."""
+    resumable checkpoint every `save_every` steps (the last one kept) in out/trl; bf16 autocast
+    as `plan` (None: `precision_plan` of the config) says."""
     from trl import GRPOConfig
 
     rollouts = config.prompts * config.group
-    chunks = config.micro_batches * processes
+    micro = config.micro_batches or 1  # TRL splits evenly; the memory plan is the project's trainer's
+    chunks = micro * processes
     if rollouts % chunks:
         raise UserError(f"--engine trl splits prompts x group ({rollouts}) rollouts over --micro-batches x processes "
-                        f"({config.micro_batches} x {processes}); make it divisible (a smaller split would train nothing)")
+                        f"({micro} x {processes}); make it divisible (a smaller split would train nothing)")
     device = models.resolve_device(config.device)
+    bf16 = (plan or precision_plan(config)).autocast
     vllm = {f"vllm_{key}": value for key, value in config.vllm_options.items()} if use_vllm else {}
     return GRPOConfig(
         output_dir=str(Path(config.out) / "trl"), per_device_train_batch_size=rollouts // chunks,
-        gradient_accumulation_steps=config.micro_batches, num_generations=config.group,
+        gradient_accumulation_steps=micro, num_generations=config.group,
         max_completion_length=config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
         learning_rate=config.lr, weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm,
         lr_scheduler_type="constant", beta=config.kl_coef, epsilon=config.eps_low, epsilon_high=config.eps_high,
         entropy_coef=config.entropy_coef, num_iterations=config.ppo_epochs, loss_type="dr_grpo",
-        scale_rewards="group", max_steps=config.steps, seed=config.seed, bf16=config.bf16, use_cpu=device == "cpu",
+        scale_rewards="group", max_steps=config.steps, seed=config.seed, bf16=bf16, use_cpu=device == "cpu",
         use_vllm=use_vllm, **vllm, save_strategy="steps" if save else "no", save_steps=config.save_every,
         save_total_limit=1, logging_steps=1, report_to="none",
         disable_tqdm=not progress, shuffle_dataset=False, dataloader_num_workers=0,
         **({"gradient_checkpointing": True} if config.gradient_checkpointing else {}))
+
+
+def precision_plan(config: TrainConfig) -> precision.Precision:
+    """The run's dtypes: float32 weights (TRL's own default when it loads a model) with bf16
+    autocast on CUDA for a 16-bit checkpoint, as the project's trainer (`training.precision`)."""
+    return precision.plan(models.resolve_device(config.device), precision.checkpoint_dtype(config.init),
+                          lora=bool(config.lora_rank), setting=config.weight_dtype, bf16=config.bf16)
+
+
+def resolved(config: TrainConfig) -> TrainConfig:
+    """`config` with its autocast, weight dtype and learning rate decided (what train_config.json records)."""
+    chosen = precision_plan(config)
+    config = dataclasses.replace(config, bf16=chosen.autocast, weight_dtype=precision.dtype_name(chosen.weights))
+    return rates.resolved(config, rates.parameters_at(config.init))
 
 
 def dataset(task: Task, instances: Sequence[Instance], m: int, chat: bool):
@@ -121,17 +140,23 @@ def lora_config(config: TrainConfig):
     return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear")
 
 
-def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=(), save: bool = False):
+def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress: bool = False, callbacks=(), save: bool = False,
+            plan: precision.Precision | None = None):
     """A GRPOTrainer over the task's m-answer prompts with the set-score reward of `config.algo`:
-    `config.steps` generations of `config.prompts` distinct prompts (the global batch)."""
+    `config.steps` generations of `config.prompts` distinct prompts (the global batch); the
+    model in `plan`'s dtypes (None: `precision_plan`: float32 weights, TRL's own default)."""
     from trl import GRPOTrainer
 
     check(config.algo, config.options)
+    config = config if config.lr else resolved(config)
     m = answers_for(config.algo, config.answers)
     instances = task.instances("train", config.prompts * config.steps, seed=config.seed)
     check_template(task, instances[0], config.algo, m)
-    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size(), save=save)
-    model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"), dtype=models.weight_dtype(config.device))
+    chosen = plan or precision_plan(config)
+    args = grpo_config(config, use_vllm=use_vllm, progress=progress, processes=world_size(), save=save, plan=chosen)
+    if chosen.warning:
+        print(f"warning: {chosen.warning}", file=sys.stderr, flush=True)
+    model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"), dtype=chosen.weights)
     chat = bool(getattr(tokenizer, "chat_template", None)) if config.chat is None else config.chat
     models.prompt_encoder(tokenizer, config.chat)  # a --chat without a template fails here, in one line
     eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
@@ -287,6 +312,7 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
         encode = models.prompt_encoder(load_tokenizer(config.init), config.chat)
         config = dataclasses.replace(config, max_new_tokens=token_budget(task, encode, answers_for(config.algo, config.answers),
                                                              seed=config.seed))
+    config = resolved(config)
     records: list[dict] = []
     grpo_ref: list = []
     grpo = trainer(config, task, use_vllm=use_vllm, progress=progress, save=resume or "save_every" in given,
