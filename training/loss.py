@@ -176,7 +176,9 @@ def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
             layer.training = False
     states = _output(out, head)[:, prompt_ids.shape[1] - 1:-1]
     logp, ent = chosen_logprobs(states, head, completion, entropy)
-    pad = lambda x: torch.nn.functional.pad(x * keep, (0, full - width))
+    def pad(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(x * keep, (0, full - width))
+
     return pad(logp), (None if ent is None else pad(ent))
 
 

@@ -43,7 +43,7 @@ import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -58,6 +58,9 @@ from evo.policies.base import Completion
 from evo.scores import scalarize
 from training import advantages, rates, search_signal
 from training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from tasks import Task
 from training.online_files import GROUPS, Group, load_state, save_state
 from training.rollouts import Rollouts
 
@@ -264,7 +267,7 @@ class OnlinePolicy:
         samples = as_rollout([g.prompt for g in groups], completions, self.tokenizer.pad_token_id,
                              next(self.model.parameters()).device)
         rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, failed, truncated)
-        state = State(self.config, None, self.model, self.tokenizer, self.optimizer, self.reference, self.step)
+        state = State(self.config, cast("Task", None), self.model, self.tokenizer, self.optimizer, self.reference, self.step)
         record = update(state, rolls, adv)
         if self.reference is None:
             record["kl"] = None  # not measured without a reference (kl_coef 0)

@@ -74,15 +74,21 @@ class MemoryPlan:
 
 def resident_bytes(model: torch.nn.Module, reference: torch.nn.Module | None) -> int:
     """Weights (and the reference's) plus AdamW's two moments of every trained parameter."""
-    size = lambda params: sum(p.numel() * p.element_size() for p in params)
+    def size(params) -> int:
+        return sum(p.numel() * p.element_size() for p in params)
+
     trained = [p for p in model.parameters() if p.requires_grad]
     return size(model.parameters()) + 2 * size(trained) + (size(reference.parameters()) if reference is not None else 0)
 
 
 def probe_rollout(rows: int, prompt: int, completion: int, device: torch.device) -> Rollout:
     """`rows` rollouts of their own prompts, `prompt` + `completion` tokens each, no padding."""
-    ids = lambda width: (torch.arange(rows * width, device=device).reshape(rows, width) % 7) + 3
-    ones = lambda width: torch.ones((rows, width), dtype=torch.long, device=device)
+    def ids(width: int) -> torch.Tensor:
+        return (torch.arange(rows * width, device=device).reshape(rows, width) % 7) + 3
+
+    def ones(width: int) -> torch.Tensor:
+        return torch.ones((rows, width), dtype=torch.long, device=device)
+
     return Rollout(ids(prompt), ones(prompt), ids(completion), ones(completion),
                    torch.zeros((rows, completion), device=device), [[] for _ in range(rows)])
 
@@ -132,7 +138,10 @@ def plan(model: torch.nn.Module, reference: torch.nn.Module | None, *, rollouts:
     if checkpointing:
         enable_checkpointing()
     measured = measure(model, prompt, completion, entropy=entropy, autocast=autocast)
-    fits = lambda m: int((capacity - resident - m[0]) // m[1]) if m and capacity > resident + m[0] else 0
+    def fits(m: tuple[float, float] | None) -> int:
+        """Tokens that fit beside the resident bytes under the measured (fixed, per-token) cost."""
+        return int((capacity - resident - m[0]) // m[1]) if m and capacity > resident + m[0] else 0
+
     if checkpointing is None and fits(measured) < min(group, rollouts) * length:
         enable_checkpointing()
         measured, checkpointing = measure(model, prompt, completion, entropy=entropy, autocast=autocast), True
@@ -140,5 +149,6 @@ def plan(model: torch.nn.Module, reference: torch.nn.Module | None, *, rollouts:
         need = "" if measured is None else f" needs {(resident + measured[0] + measured[1] * length) / memory.GIB:.2f} GiB,"
         raise UserError(f"one rollout of {length} tokens{need} more than the {capacity / memory.GIB:.2f} GiB memory budget; "
                         "lower --max-new-tokens, use --lora-rank, or raise --memory-gib")
+    assert measured is not None  # fits(None) is 0: the budget check above raised
     fixed, token = measured
     return MemoryPlan(fits(measured), bool(checkpointing), resident, fixed, token, capacity)

@@ -29,7 +29,7 @@ from evo import prompts
 from evo import spec as specs
 from evo.database import DB_FILE, Database
 from evo.database.store import copy_store
-from evo.errors import UserError
+from evo.errors import UserError, WorkFailed
 from evo.loop import Evolution, LoopConfig, PromptGroup, auto_tokens
 from evo.scores import Evaluation
 from tasks.base import Instance, ParseError
@@ -172,6 +172,8 @@ class SpecTask:
         """The default --max-new-tokens: what the search gives a policy for these prompts (the
         spec's `max_new_tokens`, else evo.loop.auto_tokens: a whole program, or a block)."""
         group = self.evolution.ask()
+        if group is None:
+            raise WorkFailed("the search asked for no prompt group (its iterations are spent): raise search.iterations")
         return self.evolution.config.max_new_tokens or auto_tokens(group.prompts)
 
     def stop(self, instances: Sequence[Instance]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,6 +27,8 @@ from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
 from training.config import TrainConfig
 from training.loss import head_parts, ppo_clip_loss, token_logprobs
+if TYPE_CHECKING:
+    from training.engines import VLLMSampler
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
 
 
@@ -41,9 +44,18 @@ class State:
     optimizer: torch.optim.Optimizer
     reference: torch.nn.Module | None
     step: int  # finished steps
-    sampler: object | None = None  # None: the local Sampler; else training.engines.VLLMSampler
+    sampler: VLLMSampler | None = None  # None: the local Sampler
     encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
     memory: planner.MemoryPlan | None = None  # micro-batches from a token budget (planned at step 1 when micro_batches is 0)
+
+
+@runtime_checkable
+class GoalConditioned(Protocol):
+    """A task that can show a weighting of its objectives in the prompt (goal-conditioned GRPO)."""
+
+    objectives: tuple[str, ...]
+
+    def prompt_with_weights(self, instance, weights: np.ndarray) -> tuple[str, np.ndarray]: ...
 
 
 def get_task(name: str) -> tasks.Task:
@@ -101,7 +113,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
         from training.engines import VLLMSampler
 
         sampler = VLLMSampler(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
-                              bf16=config.bf16, engine=config.vllm_options)
+                              bf16=bool(plan.autocast), engine=config.vllm_options)
     return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
 
 
@@ -166,9 +178,13 @@ def goal_prompts(state: State, instances: list) -> tuple[list[str] | None, np.nd
     group's rollouts answer, and are compared under, the same request). (None, None) else."""
     if not advantages.entry(state.config.algo).goal_conditioned:
         return None, None
+    task = state.task
+    if not isinstance(task, GoalConditioned):
+        raise UserError(f"--algo {state.config.algo} shows a weighting in the prompt: task {state.config.task!r} "
+                        "has no prompt_with_weights; pick another estimator")
     rng = np.random.default_rng([state.config.seed, state.step, 1])
-    drawn = rng.dirichlet(np.ones(len(state.task.objectives)), size=len(instances))
-    shown = [state.task.prompt_with_weights(instance, w) for instance, w in zip(instances, drawn)]
+    drawn = rng.dirichlet(np.ones(len(task.objectives)), size=len(instances))
+    shown = [task.prompt_with_weights(instance, w) for instance, w in zip(instances, drawn)]
     return [prompt for prompt, _ in shown], np.array([w for _, w in shown])
 
 
@@ -177,7 +193,10 @@ def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
     to its group (training/diversity.py); otherwise the scored rewards themselves."""
     if not state.config.diversity_coef:
         return rolls.rewards
-    similarity = diversity.rollout_similarity(state.task, rolls)
+    task = state.task
+    if not isinstance(task, Similar):  # checked with the flags (TrainConfig / get_task); kept for the type
+        raise UserError(f"--diversity-coef needs a task with a similarity of two answers; {state.config.task!r} has none")
+    similarity = diversity.rollout_similarity(task, rolls)
     return diversity.diversity_scaled(rolls.rewards, similarity, state.config.diversity_coef)
 
 

@@ -49,6 +49,7 @@ def set_score(algo: str, matrix: np.ndarray, weights: np.ndarray, w: np.ndarray 
         return float(scalarize(matrix[0], weights))
     if algo == "multi_rlvr":
         return float(scalarize(matrix, weights).sum())
+    assert w is not None, f"{algo} scores under weightings (group_weightings draws them)"
     if algo == "random_weight_grpo":
         return float(matrix[0] @ w[0])
     return float(vpo_scores(matrix[None, None], w[None])[0, 0])

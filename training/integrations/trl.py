@@ -128,9 +128,8 @@ def dataset(task: Task, instances: Sequence[Instance], m: int, chat: bool):
     """A `datasets.Dataset` of m-answer prompts (one user message each when `chat`) and instance indices."""
     from datasets import Dataset
 
-    prompts = [task.prompt(i, m) for i in instances]
-    if chat:
-        prompts = [[{"role": "user", "content": p}] for p in prompts]
+    texts = [task.prompt(i, m) for i in instances]
+    prompts: list = [[{"role": "user", "content": p}] for p in texts] if chat else texts
     return Dataset.from_dict({"prompt": prompts, "instance": list(range(len(instances)))})
 
 
@@ -159,7 +158,7 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
     model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"), dtype=chosen.weights)
     chat = bool(getattr(tokenizer, "chat_template", None)) if config.chat is None else config.chat
     models.prompt_encoder(tokenizer, config.chat)  # a --chat without a template fails here, in one line
-    eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else tokenizer.eos_token_id
+    eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else getattr(tokenizer, "eos_token_id")
     reward = SetReward(task, instances, config.algo, m, seed=config.seed, options=config.options,
                        eos_ids=eos if isinstance(eos, (list, tuple)) else [eos])
     return GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset(task, instances, m, chat),
@@ -243,7 +242,8 @@ def step_callback(grpo_ref: list, config: TrainConfig, records: list[dict]):
 
     class StepMetrics(TrainerCallback):
         def __init__(self) -> None:
-            self.clock, self.figures = StepClock(), {}
+            self.clock = StepClock()
+            self.figures: dict[str, float] = {}
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.clock.attach(grpo_ref[0])

@@ -57,7 +57,7 @@ def write(path: str | Path, task_name: str, algo: str, *, count: int, m: int = 3
 
 
 _INT = (int, np.integer)  # (a reader may hand back numpy integers)
-INFO_TYPES = {"task": str, "count": _INT, "seed": _INT, "algo": str, "m": _INT, "options": str, "index": _INT}  # `rows`' extra_info
+INFO_TYPES: dict[str, type | tuple[type, ...]] = {"task": str, "count": _INT, "seed": _INT, "algo": str, "m": _INT, "options": str, "index": _INT}  # `rows`' extra_info
 
 
 def row_info(extra_info) -> dict:
@@ -79,6 +79,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_)
     info = row_info(extra_info)
     task = tasks.get(info["task"])
     instance = _instances(info["task"], "train", info["count"], info["seed"])[info["index"]]
-    matrix, _ = score_completion(task, instance, solution_str, True, info["m"])
+    matrix, _parsed = score_completion(task, instance, solution_str, True, info["m"])
     w = group_weightings(info["algo"], len(task.objectives), info["seed"], 0, info["index"], json.loads(info["options"]))
     return set_score(info["algo"], matrix, np.asarray(task.weights, dtype=np.float64), w)
