@@ -81,6 +81,8 @@ def test_train_flags_refuse_what_they_cannot_do(tmp_path, capsys):
     assert "--train ALGO" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train-every", "2", *out)
     assert "single-answer" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "vpo", *out)
     assert "local:PATH" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "grpo", *out)
+    assert "one program per reply" in refused(capsys, "run", SPEC, "--policy", "local:maze-clusters-vpo", "--train", "grpo",
+                                              "--answers", "3", *out)
     assert not (tmp_path / "x").exists()  # refused before the run directory is made
 
 

@@ -139,6 +139,10 @@ def online_policy(policy, config, settings: OnlineSettings | None = None) -> Onl
         raise UserError(f"{config.directory}: the run did not train its policy (no online/settings.json); "
                         "give --train ALGO to a new run")
     loop = loop_config(spec, config)
+    sets = {m for _, m in loop.policy_answers} | ({loop.answers} if not loop.policy_answers else set())
+    if max(sets) > 1:
+        raise UserError(f"--train learns from one program per reply, and this run asks for {max(sets)} per reply "
+                        "(search.answers, or the checkpoint's trained m): pass --answers 1 (or --set search.answers=1)")
     return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
                         objectives=spec.problem.objectives, weights=spec.problem.weights, group=loop.samples)
 
