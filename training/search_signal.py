@@ -60,7 +60,7 @@ FAILURE_RULES = {
 }
 DEFAULT_FAILURES = "floor"
 PENALTY = 0.1  # a duplicate under "penalty" sits this fraction of the gap below the group's worst
-IDLE_STEPS = 3  # steps in a row with nothing to learn before training stops (0: never)
+IDLE_STEPS = 5  # steps in a row with nothing to learn before training stops (0: never)
 FLAT = 1e-12  # a step whose mean |advantage| is at most this learned nothing
 
 
