@@ -10,7 +10,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import tasks
 from evo import metrics
 from evo.errors import UserError, WorkFailed
 from evo.scores import scalarize
-from tasks.base import Similar
+from tasks.base import GoalConditioned, Similar
 from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
 from training.config import TrainConfig
@@ -47,15 +47,6 @@ class State:
     sampler: VLLMSampler | None = None  # None: the local Sampler
     encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
     memory: planner.MemoryPlan | None = None  # micro-batches from a token budget (planned at step 1 when micro_batches is 0)
-
-
-@runtime_checkable
-class GoalConditioned(Protocol):
-    """A task that can show a weighting of its objectives in the prompt (goal-conditioned GRPO)."""
-
-    objectives: tuple[str, ...]
-
-    def prompt_with_weights(self, instance, weights: np.ndarray) -> tuple[str, np.ndarray]: ...
 
 
 def get_task(name: str) -> tasks.Task:
