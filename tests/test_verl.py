@@ -11,7 +11,48 @@ import pytest
 import tasks
 from tasks.completions import score_completion
 from training.integrations.set_reward import group_weightings, set_score
+from training.integrations import verl
 from training.integrations.verl import compute_score, rows, write
+
+
+@pytest.fixture(autouse=True)
+def fresh_counter():
+    verl._SCORED.clear()  # each test starts at step 0 of a new process
+    yield
+    verl._SCORED.clear()
+
+
+def test_weightings_are_redrawn_each_step_and_shared_by_a_group():
+    """A prompt's n rollouts of one step share one Dirichlet draw; its next group draws anew."""
+    task, group = tasks.get("maze"), 4
+    row = rows("maze", "random_weight_grpo", count=3, seed=2, group=group)[1]
+    instance = task.instances("train", 3, seed=2)[1]
+    matrix = score_completion(task, instance, task.demonstrations(instance, 1, np.random.default_rng(0)), True, 1)[0]
+    assert np.ptp(matrix) > 0  # objectives differ, so different weightings give different scores
+    scores = [compute_score("evo/maze", task.demonstrations(instance, 1, np.random.default_rng(0)), "", row["extra_info"])
+              for _ in range(3 * group)]
+    steps = [scores[i * group:(i + 1) * group] for i in range(3)]
+    assert all(len(set(s)) == 1 for s in steps)  # one draw per group
+    assert len({s[0] for s in steps}) == 3  # three steps, three draws
+    for step, s in enumerate(steps):
+        w = group_weightings("random_weight_grpo", len(task.objectives), 2, step, 1, {})
+        assert s[0] == pytest.approx(set_score("random_weight_grpo", matrix, np.asarray(task.weights, float), w))
+
+
+def test_loaded_through_verls_own_reward_loading():
+    """veRL's get_custom_reward_fn loads compute_score from the file, as custom_reward_function.path does."""
+    reward = pytest.importorskip("verl.trainer.ppo.reward")
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(verl.__file__)
+    config = OmegaConf.create({"custom_reward_function": {"path": str(path), "name": "compute_score"},
+                               "reward": {"custom_reward_function": {"path": str(path), "name": "compute_score"}}})
+    fn = reward.get_custom_reward_fn(config)
+    row = rows("maze", "vpo", count=3, seed=2, options={"K": 8}, group=2)[0]
+    assert fn(data_source="evo/maze", solution_str="not a route", ground_truth="", extra_info=row["extra_info"]) == 0.0
+
 
 pytest.importorskip("pyarrow")
 
