@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -66,6 +66,11 @@ from training.rollouts import Rollouts
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
                 "duplicates", "failures", "idle_steps")
+# `evo run --train` without --train-option lr: a tenth of the offline rate for the model's size
+# (2e-5 for the tiny models). At the offline rate (2e-4) online training made the search worse on
+# fresh maze-clusters instances (136 paired runs: success -0.103 [-0.184, -0.022],
+# examples/maze/results-online-pilot/) and on maze-notes; at a tenth it did no harm in the pilots.
+ONLINE_LR_FACTOR = 0.1
 LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer (rollouts x this), unless given
 
 
@@ -172,6 +177,8 @@ class OnlinePolicy:
             self.model, self.tokenizer = models.load(str(policy.path))
         self.config = rates.resolved(settings.train_config(str(policy.path), str(self.directory), seed=seed, group=group),
                                      rates.parameters(self.model))
+        if "lr" not in settings.train:  # the safe default: a tenth of the offline rate
+            self.config = replace(self.config, lr=self.config.lr * ONLINE_LR_FACTOR)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
         self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
         if self.config.kl_coef > 0:
