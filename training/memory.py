@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 GIB = 1 << 30
-STATUS, CLEAR_REFS = Path("/proc/self/status"), Path("/proc/self/clear_refs")
+STATUS, CLEAR_REFS, MEMINFO = Path("/proc/self/status"), Path("/proc/self/clear_refs"), Path("/proc/meminfo")
 
 
 def reset_peak(device: torch.device | str) -> None:
@@ -37,9 +37,10 @@ def _trim() -> None:
         pass
 
 
-def _status(key: str) -> int | None:
+def _proc_bytes(path: Path, key: str) -> int | None:
+    """A `KEY:  N kB` line of a /proc file, in bytes (None where there is no such file or line)."""
     try:
-        found = re.search(rf"^{key}:\s+(\d+) kB", STATUS.read_text(), re.MULTILINE)
+        found = re.search(rf"^{key}:\s+(\d+) kB", path.read_text(), re.MULTILINE)
     except OSError:
         return None
     return int(found.group(1)) * 1024 if found else None
@@ -50,7 +51,7 @@ def current_bytes(device: torch.device | str) -> int:
     if str(device).startswith("cuda"):
         return torch.cuda.memory_allocated(device)
     _trim()
-    rss = _status("VmRSS")
+    rss = _proc_bytes(STATUS, "VmRSS")
     return rss if rss is not None else peak_bytes(device)
 
 
@@ -58,7 +59,7 @@ def peak_bytes(device: torch.device | str) -> int:
     """Bytes held at most since `reset_peak`: CUDA allocator, or the process's peak resident set."""
     if str(device).startswith("cuda"):
         return torch.cuda.max_memory_allocated(device)
-    hwm = _status("VmHWM")
+    hwm = _proc_bytes(STATUS, "VmHWM")
     if hwm is not None:
         return hwm
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
@@ -76,9 +77,5 @@ def free_bytes(device: torch.device | str) -> int:
     if str(device).startswith("cuda"):
         free, _ = torch.cuda.mem_get_info(device)
         return free + torch.cuda.memory_reserved(device)
-    try:
-        found = re.search(r"^MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.MULTILINE)
-    except OSError:
-        found = None
-    available = int(found.group(1)) * 1024 if found else 1 << 40
-    return available + current_bytes(device)
+    available = _proc_bytes(MEMINFO, "MemAvailable")
+    return (available if available is not None else 1 << 40) + current_bytes(device)

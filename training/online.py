@@ -58,11 +58,11 @@ from evo.policies.base import Completion
 from evo.scores import scalarize
 from training import advantages, rates, search_signal
 from training.config import TrainConfig
+from training.online_files import GROUPS, Group, load_state, save_state
+from training.rollouts import Rollouts
 
 if TYPE_CHECKING:
     from tasks import Task
-from training.online_files import GROUPS, Group, load_state, save_state
-from training.rollouts import Rollouts
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
                 "duplicates", "failures", "idle_steps")
@@ -98,6 +98,14 @@ class OnlineSettings(Settings):
             TrainConfig(task="online", algo=self.algo, init="-", out="-", **{"max_new_tokens": LOSS_TOKENS, **self.train})
         except ValueError as error:
             raise UserError(f"--train-option {error}") from None
+
+    @staticmethod
+    def check_answers(m: int) -> None:
+        """Refuse a policy that answers with a set: online training learns from one program per
+        reply (completion j is journal slot j)."""
+        if m > 1:
+            raise UserError(f"--train learns from one program per reply, and this policy answers with {m} "
+                            "(search.answers, or its checkpoint's trained m): pass --answers 1 (or --set search.answers=1)")
 
     def check_group(self, group: int | None) -> None:
         """Refuse an estimator option's bad value; with `group` (completions per prompt) also maxk's k > G."""
@@ -144,10 +152,8 @@ def online_policy(policy, config, settings: OnlineSettings | None = None) -> Onl
         raise UserError(f"{config.directory}: the run did not train its policy (no online/settings.json); "
                         "give --train ALGO to a new run")
     loop = loop_config(spec, config)
-    sets = {m for _, m in loop.policy_answers} | ({loop.answers} if not loop.policy_answers else set())
-    if max(sets) > 1:
-        raise UserError(f"--train learns from one program per reply, and this run asks for {max(sets)} per reply "
-                        "(search.answers, or the checkpoint's trained m): pass --answers 1 (or --set search.answers=1)")
+    for name in config.named:
+        OnlineSettings.check_answers(loop.answers_for(name))
     return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
                         objectives=spec.problem.objectives, weights=spec.problem.weights, group=loop.samples)
 

@@ -10,9 +10,9 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,9 +27,10 @@ from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
 from training.config import TrainConfig
 from training.loss import head_parts, ppo_clip_loss, token_logprobs
+from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
+
 if TYPE_CHECKING:
     from training.engines import VLLMSampler
-from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
 
 
 MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "peak_memory_gib", "tokens_per_s")  # not seeded

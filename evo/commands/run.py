@@ -75,9 +75,8 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
         online.check_group(spec.search.samples_per_prompt)  # every training option checked before any work
     if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith(("local:", "vllm:"))):
         raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
-    if online is not None and policies.answers_for(next(iter(named.values())), spec.search.answers) > 1:
-        raise UserError("--train learns from one program per reply, and this policy answers with a set (search.answers, "
-                        "or its checkpoint's trained m): pass --answers 1 (or --set search.answers=1)")
+    if online is not None:
+        online.check_answers(policies.answers_for(next(iter(named.values())), spec.search.answers))
     _set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
