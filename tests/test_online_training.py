@@ -79,10 +79,11 @@ def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_pat
 def test_train_flags_refuse_what_they_cannot_do(tmp_path, capsys):
     out = ["--out", str(tmp_path / "x")]
     assert "--train ALGO" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train-every", "2", *out)
-    assert "single-answer" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "vpo", *out)
+    assert "shows no weighting" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "goal_grpo", *out)
     assert "local:PATH" in refused(capsys, "run", SPEC, "--policy", "mutate:", "--train", "grpo", *out)
     assert "one program per reply" in refused(capsys, "run", SPEC, "--policy", "local:maze-clusters-vpo", "--train", "grpo",
                                               "--answers", "3", *out)
+    assert "scores a set" in refused(capsys, "run", SPEC, "--policy", "local:maze-clusters-warmup", "--train", "vpo", *out)
     assert not (tmp_path / "x").exists()  # refused before the run directory is made
 
 

@@ -7,7 +7,10 @@ The loop (evo/loop.py) stays ignorant of training: this wrapper is the Policy it
 `local:` policy's own torch model is trained; for a `vllm:` policy a torch copy of the
 checkpoint is trained and its weights pushed into the engine after every step (and on resume). A
 group is the completions of one prompt (one iteration); their score vectors are what the
-loop journaled. The rule that makes a run deterministic for a seed whatever the timing, and
+loop journaled. A policy that answers with a set of m programs per completion (a VPO
+checkpoint's trained m) trains on the sets: a completion's m journaled programs are its
+answers (rewards (B, G, m, d)), scored together by a set estimator (`vpo_archive`: the set's
+gain over the front F; `vpo`); a single-answer estimator refuses such a policy. The rule that makes a run deterministic for a seed whatever the timing, and
 a killed run resume to the same programs and weights:
 
 - before generating the group that starts at iteration s, the policy has taken every step k
@@ -82,8 +85,9 @@ class OnlineSettings(Settings):
     def __post_init__(self) -> None:
         if self.algo not in advantages.REGISTRY:
             raise UserError(f"--train {self.algo!r}: unknown estimator; registered: {', '.join(sorted(advantages.REGISTRY))}")
-        if advantages.entry(self.algo).prompt != "single":
-            raise UserError(f"--train {self.algo}: a search prompt asks for one program; use a single-answer estimator or vpo_archive")
+        if advantages.entry(self.algo).goal_conditioned:
+            raise UserError(f"--train {self.algo}: a search prompt shows no weighting; use vpo_archive, vpo, or a "
+                            "single-answer estimator such as grpo")
         if self.every < 1:
             raise UserError(f"--train-every must be >= 1, got {self.every}")
         names = advantages.option_names(advantages.entry(self.algo).function)
@@ -99,13 +103,21 @@ class OnlineSettings(Settings):
         except ValueError as error:
             raise UserError(f"--train-option {error}") from None
 
-    @staticmethod
-    def check_answers(m: int) -> None:
-        """Refuse a policy that answers with a set: online training learns from one program per
-        reply (completion j is journal slot j)."""
-        if m > 1:
-            raise UserError(f"--train learns from one program per reply, and this policy answers with {m} "
-                            "(search.answers, or its checkpoint's trained m): pass --answers 1 (or --set search.answers=1)")
+    def check_answers(self, m: int, by: str = "completion") -> int:
+        """The programs per completion the estimator learns from, for a policy answering with
+        `m` programs per reply (`by`: [search] answers_by); refuses a shape it cannot learn from.
+        With m programs in one completion ("completion") they are one set, scored together by a
+        set estimator (vpo_archive: the set's gain over the front; vpo, multi_rlvr); a
+        single-answer estimator (grpo, ...) needs one program per completion."""
+        per_completion = m if by == "completion" else 1
+        estimator = advantages.entry(self.algo)
+        if per_completion > 1 and not (estimator.multi_answer or estimator.archive):
+            raise UserError(f"--train {self.algo} learns from one program per reply, and this policy answers with {m}: "
+                            "train on the sets with --train vpo_archive (or vpo), or pass --answers 1")
+        if per_completion == 1 and estimator.multi_answer:
+            raise UserError(f"--train {self.algo} scores a set of programs per reply, and this policy answers with one: "
+                            "give --answers 2 or more (a policy trained on sets), or use vpo_archive or grpo")
+        return per_completion
 
     def check_group(self, group: int | None) -> None:
         """Refuse an estimator option's bad value; with `group` (completions per prompt) also maxk's k > G."""
@@ -152,20 +164,24 @@ def online_policy(policy, config, settings: OnlineSettings | None = None) -> Onl
         raise UserError(f"{config.directory}: the run did not train its policy (no online/settings.json); "
                         "give --train ALGO to a new run")
     loop = loop_config(spec, config)
-    for name in config.named:
-        OnlineSettings.check_answers(loop.answers_for(name))
+    if len(config.named) != 1:
+        raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
+    name = next(iter(config.named))
+    answers = settings.check_answers(loop.answers_for(name), loop.answers_by)
+    _, group = loop.asked(name)
     return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
-                        objectives=spec.problem.objectives, weights=spec.problem.weights, group=loop.samples)
+                        objectives=spec.problem.objectives, weights=spec.problem.weights, group=group, answers=answers)
 
 
 class OnlinePolicy:
     """A `local:` or `vllm:` policy that trains itself on the run's committed groups (see the module doc)."""
 
     def __init__(self, policy, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
-                 objectives: tuple[str, ...], weights: np.ndarray, group: int | None = None) -> None:
+                 objectives: tuple[str, ...], weights: np.ndarray, group: int | None = None, answers: int = 1) -> None:
         if not (hasattr(policy, "sampler") or hasattr(policy, "load_weights")):
             raise UserError("--train needs a local:PATH or vllm:PATH policy (trained in this process)")
         self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
+        self.answers = answers  # programs per completion: a completion's m journal slots are one set
         self.d, self.weights = len(objectives), np.asarray(weights, dtype=np.float64)
         self.directory = Path(run) / DIRECTORY
         if not (self.directory / SETTINGS_FILE).exists():  # a resumed run's are read from there
@@ -275,8 +291,7 @@ class OnlinePolicy:
         vocabulary = self.model.get_input_embeddings().num_embeddings
         groups = [Group.read(self.directory, i, vocabulary) for i in iterations]
         proposals, truncated = self._proposals(iterations, groups)
-        rewards = search_signal.rewards(proposals, self.config.duplicates, self.config.failures)
-        failed = proposals.kinds != search_signal.VALID
+        rewards, failed = set_rewards(proposals, truncated.shape[1], self.config.duplicates, self.config.failures)
         rng = np.random.default_rng([self.seed, k])
         extra = {"archive": proposals.fronts} if advantages.entry(self.settings.algo).archive else {}
         adv = advantages.compute(self.settings.algo, rewards, weights=self.weights, rng=rng, **extra, **self.settings.options)
@@ -291,7 +306,7 @@ class OnlinePolicy:
         self.step = k
         self._push()
         self.seconds += time.perf_counter() - started
-        scalars = scalarize(rewards[:, :, 0], self.weights)
+        scalars = scalarize(rewards, self.weights).max(axis=2)  # a completion's best program
         record = {"step": k, "iterations": [iterations[0], iterations[-1]], "scalar": float(scalars.mean()),
                   "best": float(scalars.max()), "advantage_abs": float(np.abs(adv).mean()),
                   **search_signal.shares(proposals.kinds), **record,
@@ -308,14 +323,29 @@ class OnlinePolicy:
         if any(len(group.completions) != g for group in groups):
             raise damaged(self.directory / GROUPS, f"the groups of iterations {iterations[0]}-{iterations[-1]} hold "
                           "different numbers of completions", move_online(self.directory.parent))
-        return read_proposals(self.database, iterations, groups, lag=self.lag, d=self.d)
+        return read_proposals(self.database, iterations, groups, lag=self.lag, d=self.d, answers=self.answers)
 
 
-def read_proposals(database: Path, iterations: range, groups: list[Group], *, lag: int,
-                   d: int) -> tuple[search_signal.Proposals, np.ndarray]:
+def set_rewards(proposals: search_signal.Proposals, completions: int, duplicates: str = search_signal.DEFAULT_DUPLICATES,
+                failures: str = search_signal.DEFAULT_FAILURES) -> tuple[np.ndarray, np.ndarray]:
+    """The (B, G, m, d) rewards of a step's proposals (B, G x m journal slots: completion j's
+    programs are slots j x m ... j x m + m - 1) under search_signal's rule, and the (B, G)
+    completions none of whose programs is valid."""
+    b, slots, d = proposals.scores.shape
+    m = slots // completions
+    rewards = search_signal.rewards(proposals, duplicates, failures).reshape(b, completions, m, d)
+    return rewards, (proposals.kinds.reshape(b, completions, m) != search_signal.VALID).all(axis=2)
+
+
+def read_proposals(database: Path, iterations: range, groups: list[Group], *, lag: int, d: int,
+                   answers: int = 1) -> tuple[search_signal.Proposals, np.ndarray]:
     """The proposals of `groups` (the recorded groups of `iterations`) as the run's journal has
-    them, and their (B, G) cut-off flags (a completion that did not end by itself)."""
+    them, (B, G x answers) (completion j's programs are slots j x answers ...), and the
+    completions' (B, G) cut-off flags (a completion that did not end by itself). A cut-off
+    single program is a CUT proposal; of a cut-off set, the loop already failed the program
+    the budget cut (evo.prompt_sets.programs), and the set's complete programs stand."""
     truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
+    cut = truncated if answers == 1 else np.zeros((len(groups), truncated.shape[1] * answers), dtype=bool)
     with closing(Store(database)) as store:
-        proposals = search_signal.read(store, list(iterations), truncated, [group.asked for group in groups], lag=lag, d=d)
+        proposals = search_signal.read(store, list(iterations), cut, [group.asked for group in groups], lag=lag, d=d)
     return proposals, truncated

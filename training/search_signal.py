@@ -90,9 +90,10 @@ def front_at(store: Store, cutoff: int, d: int) -> np.ndarray:
 
 def read(store: Store, iterations: Sequence[int], cut: np.ndarray, asked: Sequence[int], *, lag: int,
          d: int) -> Proposals:
-    """The journal's rows of `iterations` (one prompt each; completion j is slot j), as
-    Proposals: `cut` (B, G) the completions cut off by the token budget, `asked[b]` the
-    iteration whose group asked prompt b (its front is F at max(0, asked - lag))."""
+    """The journal's rows of `iterations` (one prompt each), as Proposals over the journal's
+    slots (a reply of m programs fills m slots): `cut` (B, S) the slots whose program the token
+    budget cut off, `asked[b]` the iteration whose group asked prompt b (its front is F at
+    max(0, asked - lag))."""
     journal = CandidateJournal(store)
     first = min(iterations)
     candidates = {(c.iteration, c.slot): c for c in journal.candidates(since=first)}

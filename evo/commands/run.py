@@ -76,7 +76,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
     if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith(("local:", "vllm:"))):
         raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
     if online is not None:
-        online.check_answers(policies.answers_for(next(iter(named.values())), spec.search.answers))
+        online.check_answers(policies.answers_for(next(iter(named.values())), spec.search.answers), spec.search.answers_by)
     _set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:

@@ -7,7 +7,11 @@ trained online under several settings, on the same hard mazes and run seeds, pai
         --out runs/online-pilot
 
 An arm is NAME=ALGO[:KEY=VALUE,...] (empty ALGO: frozen); KEY is a `--train-option` (lr,
-kl_coef, ...) or `every` (`--train-every`, default 4). Hard mazes: the task's test instances
+kl_coef, ...), `every` (`--train-every`, default 4), `answers` (programs per reply, 0: the
+start checkpoint's own; default --answers) or `start` (the arm's own start policy, default --start). ALGO `first+EST` trains first, then searches
+frozen: `evo train --spec` on the maze's spec with estimator EST for `steps` x `prompts` x
+`group` proposals (KEYs, default 4 x 4 x 4; `lr`: --lr), then a frozen search with the trained
+weights for the rest of the budget; both phases' programs count, training's first. Hard mazes: the task's test instances
 of --instance-seed whose initial route is off the optimum (`evo compare`'s rule with
 --search-pool 0). Each run proposes --programs programs, one route per reply, and spends
 them all; its record (runs/NAME/mazeI-sS.json: best / oracle and hypervolume against
@@ -31,12 +35,15 @@ import numpy as np
 REFERENCE = np.full(4, -0.1)  # maze rewards are in [0, 1]; below 0 so a zero objective keeps volume
 
 
-def parse_arm(text: str) -> tuple[str, str, int, dict]:
+FIRST = "first+"  # an arm that trains first (evo train --spec), then searches frozen
+
+
+def parse_arm(text: str, answers: int) -> tuple[str, str, int, dict, int]:
     name, _, rest = text.partition("=")
     algo, _, options = rest.partition(":")
-    pairs = {k: ast.literal_eval(v) for k, v in (p.split("=", 1) for p in options.split(",") if p)}
+    pairs = {k: v if k == "start" else ast.literal_eval(v) for k, v in (p.split("=", 1) for p in options.split(",") if p)}
     every = int(pairs.pop("every", 4))
-    return name, algo, every, pairs
+    return name, algo, every, pairs, int(pairs.pop("answers", answers))
 
 
 def shares(directory: Path) -> dict:
@@ -53,17 +60,45 @@ def shares(directory: Path) -> dict:
     return {"failed": failed / total, "duplicate": duplicate / total, "unparsed": unparsed / total}
 
 
+def train_first(spec_path: Path, overrides: dict, uri: str, arm, seed: int, programs: int, directory: Path):
+    """`evo train --spec` from `uri`'s checkpoint, then a frozen search with the trained weights
+    for the rest of `programs`: the two phases' programs as one RunVectors, training's first."""
+    import subprocess
+
+    from evo import policies as registry
+    from evo.compare import spec_search
+
+    _, algo, _, options, answers = arm
+    steps, prompts, group = (int(options.get(k, 4)) for k in ("steps", "prompts", "group"))
+    spent = steps * prompts * group
+    trained = directory / "trained"
+    command = [sys.executable, "-m", "evo", "train", "--spec", str(spec_path), "--init", uri.removeprefix("local:"),
+               "--algo", algo.removeprefix(FIRST), "--steps", str(steps), "--prompts", str(prompts), "--group", str(group),
+               "--seed", str(seed), "--out", str(trained)]
+    command += ["--lr", str(options["lr"])] if "lr" in options else []
+    command += [f"--set={k}={v}" for k, v in overrides.items()]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = spec_search.run_vectors(trained)
+    then = spec_search.run_one(spec_path, overrides, f"local:{trained}", registry.load(f"local:{trained}"), seed,
+                               programs - spent, directory / "run", None, answers=answers)
+    return spec_search.RunVectors(np.concatenate([first.at, then.at + spent]), np.concatenate([first.vectors, then.vectors]))
+
+
 def one_run(task, maze, uri, policy, arm, seed, programs, directory: Path) -> dict:
     from evo.commands.compare_spec import trained
     from evo.compare import spec_search
     from training.online import OnlineSettings
 
-    name, algo, every, options = arm
+    name, algo, every, options, answers = arm
     optimum = task.oracle_best(maze)
     spec_path = task.problem_spec(maze, directory.parent / "problems" / f"maze{maze.index}")
-    wrap = None if not algo else trained(OnlineSettings.of(algo, every, options))
-    run = spec_search.run_one(spec_path, {"search.target": float(optimum) + 1.0}, uri, policy, seed, programs,
-                              directory / "run", wrap, answers=1)
+    overrides = {"search.target": float(optimum) + 1.0}
+    if algo.startswith(FIRST):
+        run = train_first(spec_path, overrides, uri, arm, seed, programs, directory)
+    else:
+        training = {k: v for k, v in options.items() if k != "start"}
+        wrap = None if not algo else trained(OnlineSettings.of(algo, every, training))
+        run = spec_search.run_one(spec_path, overrides, uri, policy, seed, programs, directory / "run", wrap, answers=answers)
     best = spec_search.best_curve(run, np.asarray(task.weights, dtype=np.float64), programs) / optimum
     volume = spec_search.hypervolume_curve(run, REFERENCE, programs, points=8)
     return {"maze": maze.index, "seed": seed, "arm": name, "optimum": float(optimum),
@@ -78,6 +113,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--programs", type=int, default=240)
     parser.add_argument("--instance-seed", type=int, default=1717)
+    parser.add_argument("--answers", type=int, default=1, help="programs per reply (0: the start checkpoint's own)")
     parser.add_argument("--arm", action="append", required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -86,7 +122,7 @@ def main() -> None:
     from evo import policies as registry
     from evo.compare.search import Search, hard_instances
 
-    arms = [parse_arm(a) for a in args.arm]
+    arms = [parse_arm(a, args.answers) for a in args.arm]
     task = tasks.get(args.task)
     mazes, _ = hard_instances(task, Search(instances=args.mazes, instance_seed=args.instance_seed, pool=0),
                               args.out / "instances")
@@ -99,7 +135,8 @@ def main() -> None:
                 started = time.perf_counter()
                 scratch = args.out / "scratch" / arm[0] / f"maze{maze.index}-s{seed}"
                 shutil.rmtree(scratch, ignore_errors=True)
-                result = one_run(task, maze, args.start, registry.load(args.start), arm, seed, args.programs, scratch)
+                start = arm[3].get("start", args.start)
+                result = one_run(task, maze, start, registry.load(start), arm, seed, args.programs, scratch)
                 result["seconds"] = time.perf_counter() - started
                 record.parent.mkdir(parents=True, exist_ok=True)
                 record.write_text(json.dumps(result) + "\n")
