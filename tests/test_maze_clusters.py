@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tasks
+from tasks.base import ParseError
 from tasks.maze import clusters
 from tasks.maze.env import Maze, path_from_moves, reward
 from tasks.maze.oracle import solve
@@ -85,3 +86,25 @@ def test_problem_spec_scores_a_route_with_the_four_objectives(task, tmp_path):
     module_spec.loader.exec_module(module)
     scores = module.evaluate(str(tmp_path / "route.txt"))
     assert set(scores) == {"gold", "diamond", "pearl", "amber", "valid"} and scores["valid"] == 1.0
+
+
+def test_the_minimized_spec_states_shares_left_behind_and_fails_bad_routes(task, tmp_path):
+    from evo import spec as specs
+    from tasks.maze.spec import END_LINE, START_LINE
+
+    instance = task.instances("test", 1)[0]
+    spec = specs.load(task.problem_spec(instance, tmp_path, minimized=True))
+    assert spec.problem.minimize == spec.problem.objectives == tuple(f"missing_{n}" for n in task.objectives)
+    module_spec = importlib.util.spec_from_file_location("clusters_missing", tmp_path / "score.py")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    scores = module.evaluate(str(tmp_path / "route.txt"))  # the shipped initial route reaches E
+    found = task.score(instance, task.parse(instance, (tmp_path / "route.txt").read_text().split(START_LINE)[1].split(END_LINE)[0]))[0]
+    assert scores == {f"missing_{n}": pytest.approx(1 - v) for n, v in zip(task.objectives, found)}
+    head, route = (tmp_path / "route.txt").read_text().split(END_LINE)[0].split(START_LINE)
+    (tmp_path / "stuck.txt").write_text(head + START_LINE + route.strip()[:2] + "\n" + END_LINE)  # stays on S
+    with pytest.raises(ValueError, match="does not reach E"):
+        module.evaluate(str(tmp_path / "stuck.txt"))
+    (tmp_path / "prose.txt").write_text(head + START_LINE + "go north\n" + END_LINE)
+    with pytest.raises(ParseError):
+        module.evaluate(str(tmp_path / "prose.txt"))

@@ -47,17 +47,20 @@ def parse_arm(text: str, answers: int) -> tuple[str, str, int, dict, int]:
 
 
 def shares(directory: Path) -> dict:
-    """Failed and duplicate shares among a run's proposals (the initial program left out)."""
+    """Failed and duplicate shares among a run's proposals (the initial program left out), and
+    the failed share in the last quarter of them."""
     from evo.database import Database
 
     with Database.open(directory, read_only=True) as db:
         evaluations = db.journal.evaluations()
-        rows = list(db.journal.candidates())
-        failed = sum(1 for c in rows if (c.iteration, c.slot) in evaluations and not evaluations[(c.iteration, c.slot)].ok)
+        rows = sorted(db.journal.candidates(), key=lambda c: (c.iteration, c.slot))
+        failed = [(c.iteration, c.slot) in evaluations and not evaluations[(c.iteration, c.slot)].ok for c in rows]
         duplicate = sum(1 for c in rows if c.status == "duplicate")
         unparsed = sum(1 for c in rows if c.status == "parse")
     total = max(len(rows), 1)
-    return {"failed": failed / total, "duplicate": duplicate / total, "unparsed": unparsed / total}
+    last = failed[len(failed) * 3 // 4:]
+    return {"failed": sum(failed) / total, "failed_last_quarter": sum(last) / max(len(last), 1),
+            "duplicate": duplicate / total, "unparsed": unparsed / total}
 
 
 def train_first(spec_path: Path, overrides: dict, uri: str, arm, seed: int, programs: int, directory: Path):
@@ -84,21 +87,23 @@ def train_first(spec_path: Path, overrides: dict, uri: str, arm, seed: int, prog
     return spec_search.RunVectors(np.concatenate([first.at, then.at + spent]), np.concatenate([first.vectors, then.vectors]))
 
 
-def one_run(task, maze, uri, policy, arm, seed, programs, directory: Path) -> dict:
+def one_run(task, maze, uri, policy, arm, seed, programs, directory: Path, minimized: bool = False) -> dict:
     from evo.commands.compare_spec import trained
     from evo.compare import spec_search
     from training.online import OnlineSettings
 
     name, algo, every, options, answers = arm
     optimum = task.oracle_best(maze)
-    spec_path = task.problem_spec(maze, directory.parent / "problems" / f"maze{maze.index}")
-    overrides = {"search.target": float(optimum) + 1.0}
+    spec_path = task.problem_spec(maze, directory.parent / "problems" / f"maze{maze.index}", minimized=minimized)
+    overrides = {} if minimized else {"search.target": float(optimum) + 1.0}
     if algo.startswith(FIRST):
         run = train_first(spec_path, overrides, uri, arm, seed, programs, directory)
     else:
         training = {k: v for k, v in options.items() if k != "start"}
         wrap = None if not algo else trained(OnlineSettings.of(algo, every, training))
         run = spec_search.run_one(spec_path, overrides, uri, policy, seed, programs, directory / "run", wrap, answers=answers)
+    if minimized:  # score vectors hold -missing share: back to the treasure fractions
+        run = spec_search.RunVectors(run.at, 1.0 + run.vectors, run.outcomes)
     best = spec_search.best_curve(run, np.asarray(task.weights, dtype=np.float64), programs) / optimum
     volume = spec_search.hypervolume_curve(run, REFERENCE, programs, points=8)
     return {"maze": maze.index, "seed": seed, "arm": name, "optimum": float(optimum),
@@ -114,6 +119,8 @@ def main() -> None:
     parser.add_argument("--programs", type=int, default=240)
     parser.add_argument("--instance-seed", type=int, default=1717)
     parser.add_argument("--answers", type=int, default=1, help="programs per reply (0: the start checkpoint's own)")
+    parser.add_argument("--minimized", action="store_true",
+                        help="search the maze's minimized spec (objectives = shares left behind, bad routes fail)")
     parser.add_argument("--arm", action="append", required=True)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -136,7 +143,7 @@ def main() -> None:
                 scratch = args.out / "scratch" / arm[0] / f"maze{maze.index}-s{seed}"
                 shutil.rmtree(scratch, ignore_errors=True)
                 start = arm[3].get("start", args.start)
-                result = one_run(task, maze, start, registry.load(start), arm, seed, args.programs, scratch)
+                result = one_run(task, maze, start, registry.load(start), arm, seed, args.programs, scratch, args.minimized)
                 result["seconds"] = time.perf_counter() - started
                 record.parent.mkdir(parents=True, exist_ok=True)
                 record.write_text(json.dumps(result) + "\n")
@@ -162,6 +169,7 @@ def write_table(out: Path, names: list[str], command: str) -> None:
                       "mean_best": np.array([np.mean(r["best"]) for r in rows]),
                       "final_hypervolume": np.array([r["hypervolume"][-1] for r in rows]),
                       "failed": np.array([r["failed"] for r in rows]),
+                      "failed_last_quarter": np.array([r.get("failed_last_quarter", np.nan) for r in rows]),
                       "duplicate": np.array([r["duplicate"] for r in rows])}
     table = {}
     lines = [f"| metric | {' | '.join(names)} |", "|---" * (len(names) + 1) + "|"]

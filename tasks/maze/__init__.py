@@ -139,11 +139,13 @@ class MazeTask:
         vectors = self.oracle_vectors(instance)
         return pareto_front(vectors) if len(vectors) else vectors
 
-    def problem_spec(self, instance: Instance, directory: Path) -> Path:
+    def problem_spec(self, instance: Instance, directory: Path, minimized: bool = False) -> Path:
+        """The maze as a problem spec for `evo run`; `minimized`: its objectives stated as the
+        shares left behind, lower is better, and bad routes failing (tasks/maze/spec.py)."""
         from tasks.maze.spec import write_spec
 
         initial = self.demonstrations(instance, 1, np.random.default_rng(instance.index))
-        return write_spec(self, instance, Path(directory), initial)
+        return write_spec(self, instance, Path(directory), initial, minimized)
 
 
 def with_notes() -> MazeTask:

@@ -57,6 +57,29 @@ def score_task_file(maze: dict, task_name: str, path: str | Path) -> dict[str, f
     return {**{name: float(v) for name, v in zip(task.objectives, vector)}, "valid": 1.0}
 
 
+MISSING = "missing_"  # a minimized objective: the share of a treasure kind the route leaves behind
+
+
+def score_missing_file(maze: dict, task_name: str, path: str | Path) -> dict[str, float]:
+    """The route scored as shares left behind (`missing_<treasure>`, lower is better); a route
+    that does not parse, jumps, walks into a wall or misses E within the budget RAISES (a failed
+    evaluation): the scorer of an own problem whose objectives are minimized and whose bad
+    programs fail, as `write_spec(..., minimized=True)` writes it."""
+    import tasks
+    from tasks.base import Instance
+
+    task = tasks.get(task_name)
+    instance = Instance(task_name, "spec", 0, Maze(tuple(maze["rows"]), int(maze["budget"])))
+    answers = task.parse(instance, block_of(Path(path).read_text()), m=1)  # ParseError: a failure
+    route = task.path(instance.data, answers[0])
+    if route is None:
+        raise ValueError("the route jumps or walks into a wall")
+    if route[-1] != instance.data.exit or len(route) - 1 > instance.data.budget:
+        raise ValueError(f"the route does not reach E within the budget of {instance.data.budget} moves")
+    vector = task.score(instance, answers)[0]
+    return {f"{MISSING}{name}": 1.0 - float(v) for name, v in zip(task.objectives, vector)}
+
+
 SET_HEAD_FILE = "route.set.txt"
 
 
@@ -71,22 +94,34 @@ def set_head(task, instance) -> str | None:
     return f"{head}\n{last.replace('routes 2 ', 'routes {answers} ', 1)}\n"
 
 
-def write_spec(task, instance, directory: Path, initial: str) -> Path:
+def write_spec(task, instance, directory: Path, initial: str, minimized: bool = False) -> Path:
+    """The maze's spec; `minimized`: every objective stated as the share left behind
+    (`missing_<treasure>`, in [problem] minimize) and a bad route a failed evaluation
+    (`score_missing_file`), as an own problem with minimized objectives would be."""
     from tasks.maze.formats import SEPARATOR
 
     maze: Maze = instance.data
     program = task.prompt(instance, m=1) + START_LINE + initial.strip() + "\n" + END_LINE
     literal = json.dumps({"rows": list(maze.rows), "budget": maze.budget})
-    treasures = [name for name in task.objectives if name not in ("completion", "avoid_lava")]
-    tables = problem_tables(f"{task.name}-{instance.split}-{instance.index}", "route.txt", task.objectives,
-                            weights=[1.0] * len(task.objectives), isolation="none", timeout=5.0, style="continue",
-                            features={name: (f"objective:{name}", [0.0, 1.0], 3) for name in treasures[:2]})
+    prefix = MISSING if minimized else ""
+    objectives = [prefix + name for name in task.objectives]
+    treasures = [prefix + name for name in task.objectives if name not in ("completion", "avoid_lava")]
+    tables = problem_tables(f"{task.name}-{instance.split}-{instance.index}{'-minimized' if minimized else ''}", "route.txt",
+                            objectives, weights=[1.0] * len(objectives), isolation="none", timeout=5.0, style="continue",
+                            features={name: (f"objective:{name}", [-1.0, 0.0] if minimized else [0.0, 1.0], 3)
+                                      for name in treasures[:2]})
+    if minimized:
+        tables["problem"]["minimize"] = objectives
+        del tables["search"]["target"]  # the best route leaves nothing behind: the search spends its budget
     files = {"route.txt": program}
     head = set_head(task, instance)
     if head is not None:  # a set search (answers > 1) asks with the task's own m-answer prompt
         tables["prompt"].update(set_head=SET_HEAD_FILE, separator=SEPARATOR)
         files[SET_HEAD_FILE] = head
-    if task.name == "maze":  # the specs written before other maze families existed
+    if minimized:
+        scorer = scorer_file("one maze, objectives minimized", "tasks.maze.spec:score_missing_file",
+                             {"MAZE": literal, "TASK": repr(task.name)})
+    elif task.name == "maze":  # the specs written before other maze families existed
         scorer = scorer_file("one maze", "tasks.maze.spec:score_file", {"MAZE": literal, "STYLE": repr(task.style)})
     else:
         scorer = scorer_file("one maze", "tasks.maze.spec:score_task_file", {"MAZE": literal, "TASK": repr(task.name)})
