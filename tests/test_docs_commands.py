@@ -40,13 +40,15 @@ def bash_blocks(text: str) -> list[str]:
 
 def evo_commands(text: str) -> list[str]:
     """The `evo ...` command lines of a page's shell blocks (continuations joined, comments
-    cut; `evo` after `&&` counts too)."""
+    cut; `evo` after `&&` counts too, and so does a launcher's `-m evo ...`, as in
+    `accelerate launch --config_file C -m evo train ...`)."""
     found = []
     for block in bash_blocks(text):
         for line in block.replace("\\\n", " ").splitlines():
             for part in re.split(r"\s*(?:&&|;\s)\s*", line.strip().removeprefix("$ ")):
-                if part.startswith("evo "):
-                    found.append(part)
+                launched = re.search(r"\s-m (evo .*)", part)
+                if part.startswith("evo ") or launched:
+                    found.append(part if part.startswith("evo ") else launched.group(1))
     return found
 
 
@@ -91,6 +93,8 @@ def test_the_checker_catches_a_stale_flag_a_bad_value_and_a_missing_command():
     assert "integer" in problem("evo run spec.toml --iterations many")
     assert "no command" in problem("evo frobnicate x")
     assert problem("evo run missing.toml --policy mutate: --iterations 5 --out runs/x") == ""
+    launched = evo_commands("```bash\ntorchrun --nproc-per-node 2 -m evo train --engine trl --bogus 1\n```\n")
+    assert launched == ["evo train --engine trl --bogus 1"] and "--bogus" in problem(launched[0])
 
 
 def own_problem_block() -> str:

@@ -11,7 +11,9 @@ rollout of a group (sign and ranking are identical); tests/test_trl.py checks it
 
 Under N processes `--prompts` stays the global batch: each optimizer step trains on prompts x
 group rollouts in all, each rank on 1/N of them. The export gathers the full state dict
-(`accelerator.get_state_dict`: ZeRO-3 and FSDP shards included) and the main process writes it.
+(`accelerator.get_state_dict`: ZeRO-3 and FSDP2 shards included) and the main process writes it,
+in the init checkpoint's dtype. Accelerate configs for DDP, ZeRO-2, ZeRO-3 and FSDP2 ship in
+`training/integrations/accelerate_configs/` (`config_file`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,17 @@ from training.config import TrainConfig
 from training.integrations.set_reward import ALGOS, SetReward, check
 from training.rollouts import answers_for, check_template
 
-__all__ = ["ALGOS", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer"]
+__all__ = ["ALGOS", "LAUNCH_CONFIGS", "config_file", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer"]
+
+
+LAUNCH_CONFIGS = ("ddp", "zero2", "zero3", "fsdp2")  # training/integrations/accelerate_configs/NAME.yaml
+
+
+def config_file(name: str) -> Path:
+    """The shipped accelerate config `name` (one of LAUNCH_CONFIGS), for `accelerate launch --config_file`."""
+    if name not in LAUNCH_CONFIGS:
+        raise UserError(f"no accelerate config {name!r}; shipped: {', '.join(LAUNCH_CONFIGS)}")
+    return Path(__file__).parent / "accelerate_configs" / f"{name}.yaml"
 
 
 def world_size() -> int:
@@ -167,12 +179,15 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
 
 
 def export(grpo, config: TrainConfig, directory: Path) -> None:
-    """Write the trained weights (LoRA merged) as a Hugging Face directory. Every rank must call
-    it: the full state dict is gathered from all of them (ZeRO-3 / FSDP shards included, as
-    `Trainer.save_model` does) and loaded into a CPU copy of the init model on the main process."""
+    """Write the trained weights (LoRA merged) as a Hugging Face directory in the init
+    checkpoint's dtype: a bf16 checkpoint trained with float32 masters is written as bf16 (the
+    masters rounded), the same size as the one it started from; a float32 one as float32.
+    Every rank must call it: the full state dict is gathered from all of them (ZeRO-3 / FSDP2
+    shards included, as `Trainer.save_model` does) and loaded into a CPU copy of the init model
+    on the main process, which alone writes."""
     state = grpo.accelerator.get_state_dict(grpo.model)
     if grpo.accelerator.is_main_process:
-        model, _ = models.load(config.init, models.ModelOptions(device="cpu"))
+        model, _ = models.load(config.init, models.ModelOptions(device="cpu"), dtype=precision.checkpoint_dtype(config.init))
         if config.lora_rank:
             from peft import get_peft_model
 
