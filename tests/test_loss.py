@@ -144,3 +144,35 @@ def test_a_head_that_rescales_its_logits_runs_through_the_models_own_forward(mon
     monkeypatch.setattr(loss, "head_parts", lambda m: None)
     whole = token_logprobs(model, samples, rows)[0]
     torch.testing.assert_close(split, whole, atol=2e-5, rtol=1e-4)
+
+
+def test_tis_weights_are_one_where_the_engines_agree_capped_and_without_gradient():
+    trainer_logp = torch.tensor([[-1.0, -2.0, -0.5, -3.0]], requires_grad=True)
+    sampler_logp = torch.tensor([[-1.0, -2.0 - math.log(1.5), -0.5 - math.log(10.0), -3.0 + math.log(4.0)]])
+    weights = loss.tis_weights(trainer_logp, sampler_logp, cap=2.0)
+    torch.testing.assert_close(weights, torch.tensor([[1.0, 1.5, 2.0, 0.25]]))
+    assert not weights.requires_grad  # a weight, not a path for the gradient
+    assert loss.tis_weights(trainer_logp, sampler_logp, cap=1e9)[0, 2].item() == pytest.approx(10.0, rel=1e-5)
+
+
+def test_tis_weights_scale_the_policy_term_only_and_ones_change_nothing():
+    logits = torch.log(torch.tensor([[[0.5, 0.5], [0.9, 0.1]]]))
+    args = dict(eps_low=0.2, eps_high=0.2, normalizer=4.0)
+
+    def loss_and_grad(**extra):
+        z = logits.clone().requires_grad_()
+        logp, entropy = loss.chosen_logprobs(z, None, torch.zeros(1, 2, dtype=torch.long), entropy=True)
+        parts = loss.ppo_clip_loss(logp, entropy, logp.detach() - 0.1, torch.tensor([2.0]), torch.ones(1, 2),
+                                   ref_logp=logp.detach() + 0.3, kl_coef=0.5, entropy_coef=0.1, **args, **extra)
+        parts.loss.backward()
+        return parts, z.grad
+
+    plain, plain_grad = loss_and_grad()
+    ones, ones_grad = loss_and_grad(is_weights=torch.ones(1, 2))
+    assert torch.equal(plain.loss, ones.loss) and torch.equal(plain_grad, ones_grad)  # bit-identical
+    # weights (3, 0.5) scale the two tokens' policy terms, -A * ratio = -2 * exp(0.1) each (1.105
+    # is under the 1.2 clip); the entropy bonus and the KL term are untouched.
+    weighted, _ = loss_and_grad(is_weights=torch.tensor([[3.0, 0.5]]))
+    policy = -2.0 * math.exp(0.1)
+    assert (weighted.loss - plain.loss).item() * 4 == pytest.approx(policy * (3 - 1) + policy * (0.5 - 1), rel=1e-5)
+    assert weighted.kl == plain.kl and weighted.entropy == plain.entropy

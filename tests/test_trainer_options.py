@@ -99,3 +99,46 @@ def test_goal_grpo_shows_each_group_its_weight_and_scores_with_it(init_dir, tmp_
     assert not np.array_equal(goals[0], goals[1])
     with pytest.raises(UserError, match="prompt_with_weights"):
         run(config(init_dir, tmp_path / "x", algo="goal_grpo"), task=CharMix(), progress=False)
+
+
+class ShiftedSampler:
+    """The local sampler, its sampling log-probs moved by `shift` (an engine that disagrees)."""
+
+    def __init__(self, model, tokenizer, shift: float) -> None:
+        from evo.policies.sampler import Sampler
+
+        self.sampler, self.shift = Sampler(model, tokenizer), shift
+
+    def sample(self, prompts, **kwargs):
+        samples = self.sampler.sample(prompts, **kwargs)
+        samples.logprobs.add_(self.shift * samples.completion_mask)
+        return samples
+
+    def after_update(self, step: int) -> dict:
+        return {}
+
+
+@pytest.mark.parametrize("shift, weight, capped", [(-np.log(4.0), 2.0, 1.0), (np.log(2.0), 0.5, 0.0)])
+def test_tis_cap_weights_each_tokens_policy_gradient(init_dir, tmp_path, shift, weight, capped):
+    """Sampling log-probs log 4 below the trainer's give weight min(4, 2) = 2 on every token (the
+    loss, a pure policy term here, doubles); log 2 above give 1/2. Off, the sampler is ignored."""
+    import dataclasses
+
+    def first_step(name: str, cap: float) -> dict:
+        state = trainer.setup(config(init_dir, tmp_path / name, steps=1), False, CharMix())
+        state.config = dataclasses.replace(state.config, rollouts="vllm", tis_cap=cap)
+        state.sampler = ShiftedSampler(state.model, state.tokenizer, shift)
+        return trainer.train_step(state)
+
+    plain, weighted = first_step("plain", 0.0), first_step("tis", 2.0)
+    assert "tis_weight" not in plain and plain["scalar"] == weighted["scalar"]
+    assert weighted["tis_weight"] == pytest.approx(weight, rel=1e-3) and weighted["tis_capped"] == capped
+    assert weighted["loss"] == pytest.approx(weight * plain["loss"], rel=1e-3)
+    assert plain["loss"] != 0.0
+
+
+def test_tis_cap_needs_vllm_rollouts_and_a_cap_of_at_least_one(init_dir, tmp_path):
+    with pytest.raises(ValueError, match="needs rollouts vllm"):
+        config(init_dir, tmp_path, tis_cap=2.0)
+    with pytest.raises(ValueError, match=re.escape("tis_cap must be 0 (off) or >= 1")):
+        config(init_dir, tmp_path, rollouts="vllm", tis_cap=0.5)

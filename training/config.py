@@ -60,6 +60,7 @@ class TrainConfig:
     rollouts: str = "local"  # local (the in-process sampler) | vllm (vLLM's engine, weights synced)
     sync_every: int = 1  # vllm rollouts: push the weights into the engine every N optimizer steps
     vllm_options: dict[str, Any] = field(default_factory=dict)  # vLLM engine options (training.engines.engine_defaults)
+    tis_cap: float = 0.0  # vllm rollouts: weight token gradients by min(exp(logp_trainer - logp_vllm), this) (0: off; training.loss.tis_weights)
     device: str = "auto"  # auto | cpu | cuda
     chat: bool | None = None  # apply the tokenizer's chat template (None: when it has one)
     gradient_checkpointing: bool | None = None  # None: on when the memory plan needs it
@@ -74,7 +75,7 @@ class TrainConfig:
                                     ("eps_low", 0.0, False), ("eps_high", 0.0, False), ("kl_coef", 0.0, False),
                                     ("entropy_coef", 0.0, False), ("diversity_coef", 0.0, False),
                                     ("temperature", 0.0, False), ("top_p", 0.0, True), ("lora_alpha", 0.0, True),
-                                    ("memory_gib", 0.0, False)):
+                                    ("memory_gib", 0.0, False), ("tis_cap", 0.0, False)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                     or value < low or (low_open and value == low):
@@ -99,6 +100,10 @@ class TrainConfig:
             raise ValueError(f"rollouts must be one of {', '.join(ROLLOUTS)}, got {self.rollouts!r}")
         if self.sync_every < 1:
             raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
+        if 0 < self.tis_cap < 1:
+            raise ValueError(f"tis_cap must be 0 (off) or >= 1 (a cap below 1 shrinks every token's weight), got {self.tis_cap}")
+        if self.tis_cap and self.rollouts != "vllm":
+            raise ValueError("tis_cap corrects for vLLM's sampling: it needs rollouts vllm (the local sampler is the trained model)")
         if self.micro_batches > self.prompts * self.group:
             raise ValueError(f"micro_batches ({self.micro_batches}) exceeds the rollouts per step ({self.prompts * self.group})")
         if self.algo not in advantages.REGISTRY:

@@ -3,14 +3,20 @@ through the `vllm:` policy, with the trainer's weights pushed into it after opti
 
 Both return the same `Rollout` tensors, so scoring, advantages and the loss do not know which
 one sampled. The trainer recomputes every log-probability it trains on (`training.loss`), so
-a mismatch between vLLM's kernels and the trainer's forward never enters the PPO ratio; the
-vLLM sampler reports that mismatch per step as `logprob_gap`, the mean over completion tokens
-of |logprob_vllm - logprob_trainer|, measured before the step's update.
+a mismatch between vLLM's kernels and the trainer's forward never enters the PPO ratio (with
+`tis_cap` it weights each token's gradient instead). The vLLM sampler reports that mismatch
+per step as `logprob_gap`, the mean over completion tokens of |logprob_vllm - logprob_trainer|
+measured before the step's update, and after each weight sync as `logprob_gap_after_sync`:
+vLLM scores PROBE_ROWS of the step's completions (prompt_logprobs) against the updated model,
+with one line on stderr when that is over SYNC_GAP_WARN (the weights did not arrive, or the
+engine computes in another dtype).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from collections.abc import Sequence
 
 import torch
@@ -22,6 +28,10 @@ from training.models import autocast, merged_weights
 
 CPU_KV_BYTES = 256 << 20  # vLLM on CPU otherwise reserves a share of the machine's RAM for its KV cache
 CPU_BATCH_TOKENS = 4096  # the step's token budget without chunked prefill (at least the context)
+PROBE_ROWS = 4  # completions (the first of as many prompts) vLLM re-scores after a sync
+# nats per token: float32 engines agree with the trainer to ~1e-7 (tests/test_vllm_rollouts.py);
+# 16-bit kernels differ by rounding, so their bound is loose (an untransferred update is larger)
+SYNC_GAP_WARN = {"float32": 1e-3, "bfloat16": 0.1, "float16": 0.1}
 
 
 def engine_defaults(device: str, context: int | None, dtype: torch.dtype = torch.float32) -> dict:
@@ -65,6 +75,12 @@ def as_rollout(prompt_ids: Sequence[Sequence[int]], groups: list[list[Completion
     return Rollout(to(p_ids), to(p_mask), to(c_ids), to(c_mask), to(logprobs), groups)
 
 
+def mean_gap(ours: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+    """(summed |ours - theirs| over the masked tokens, the number of those tokens)."""
+    mask = mask.float()
+    return float(((ours.float() - theirs.float()).abs() * mask).sum()), float(mask.sum())
+
+
 @torch.no_grad()
 def logprob_gap(model: torch.nn.Module, samples: Rollout, bf16: bool = False) -> float:
     """Mean over completion tokens of |sampling log-prob - the model's log-prob|, one group at a time."""
@@ -75,10 +91,22 @@ def logprob_gap(model: torch.nn.Module, samples: Rollout, bf16: bool = False) ->
         rows = torch.arange(start, start + group, device=device)
         with autocast(str(device), bf16):
             ours = token_logprobs(model, samples, rows)[0]
-        mask = samples.completion_mask[rows].float()
-        total += float(((ours - samples.logprobs[rows]).abs() * mask).sum())
-        count += float(mask.sum())
+        gap, tokens = mean_gap(ours, samples.logprobs[rows], samples.completion_mask[rows])
+        total, count = total + gap, count + tokens
     return total / max(count, 1.0)
+
+
+def probe_rows(samples: Rollout, count: int = PROBE_ROWS) -> torch.Tensor:
+    """The first completion of each of the first `count` prompts."""
+    group = samples.prompt_ids.shape[0] // len(samples.completions)
+    return torch.arange(0, samples.prompt_ids.shape[0], group, device=samples.completion_ids.device)[:count]
+
+
+def unpadded(samples: Rollout, rows: torch.Tensor) -> tuple[list[list[int]], list[list[int]]]:
+    """The prompts' and completions' token ids of `rows`, without their padding."""
+    prompts = [ids[mask.bool()].tolist() for ids, mask in zip(samples.prompt_ids[rows], samples.prompt_mask[rows])]
+    completions = [ids[mask.bool()].tolist() for ids, mask in zip(samples.completion_ids[rows], samples.completion_mask[rows])]
+    return prompts, completions
 
 
 class VLLMSampler:
@@ -101,6 +129,7 @@ class VLLMSampler:
         self.policy = VLLMPolicy(path, **{**defaults, **(engine or {})})
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.gap = float("nan")
+        self.last: Rollout | None = None  # the step's rollouts: the sync's check re-scores a few
 
     def sample(self, prompts: Sequence[Sequence[int]], *, n: int, max_new_tokens: int, temperature: float = 1.0,
                top_p: float = 1.0, seed: int | None = None) -> Rollout:
@@ -108,10 +137,38 @@ class VLLMSampler:
                                       top_p=top_p, seed=seed)
         samples = as_rollout(prompts, groups, self.pad_id, next(self.model.parameters()).device)
         self.gap = logprob_gap(self.model, samples, self.bf16)
+        self.last = samples
         return samples
 
     def after_update(self, step: int) -> dict:
         synced = step % self.sync_every == 0
+        record = {"logprob_gap": self.gap, "synced": float(synced)}
         if synced:
             self.policy.load_weights(merged_weights(self.model))
-        return {"logprob_gap": self.gap, "synced": float(synced)}
+            started = time.perf_counter()
+            gap = self.gap_after_sync()
+            record.update(logprob_gap_after_sync=gap, sync_check_seconds=time.perf_counter() - started)
+            bound = SYNC_GAP_WARN.get(self.policy.dtype, SYNC_GAP_WARN["bfloat16"])
+            if gap > bound:
+                print(f"warning: step {step}: vLLM's log-probs are {gap:.3g} nats per token from the trainer's right after "
+                      f"the weight sync (over {bound:g} for {self.policy.dtype}): the weights did not reach the engine, "
+                      "or it computes in another dtype (--vllm-option dtype=...)", file=sys.stderr, flush=True)
+        return record
+
+    @torch.no_grad()
+    def gap_after_sync(self) -> float:
+        """Mean |logprob_vllm - logprob_trainer| over the tokens of PROBE_ROWS of the last rollouts,
+        both from the weights just pushed (vLLM: prompt_logprobs of prompt + completion)."""
+        if self.last is None:
+            return 0.0
+        samples, rows = self.last, probe_rows(self.last)
+        prompts, completions = unpadded(samples, rows)
+        scored = self.policy.score(prompts, completions)
+        theirs = torch.zeros(len(rows), samples.completion_ids.shape[1], device=rows.device)
+        mask = torch.zeros_like(theirs)
+        for row, values in enumerate(scored):  # tokens past the engine's context are left out
+            theirs[row, :len(values)], mask[row, :len(values)] = torch.tensor(values), 1.0
+        with autocast(str(rows.device), self.bf16):
+            ours = token_logprobs(self.model, samples, rows)[0]
+        gap, tokens = mean_gap(ours, theirs, mask)
+        return gap / max(tokens, 1.0)

@@ -1,4 +1,5 @@
-"""Token log-probabilities and the PPO-clip loss (token sums normalized by a constant)."""
+"""Token log-probabilities and the PPO-clip loss (token sums normalized by a constant), with
+optional truncated importance-sampling weights for rollouts another engine sampled."""
 
 from __future__ import annotations
 
@@ -196,6 +197,14 @@ class LossParts:
     kl: float  # summed k3 over masked tokens
 
 
+def tis_weights(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance sampling (Yao et al. 2025, veRL's `tis_imp_ratio_cap`): per token
+    min(exp(trainer_logp - sampler_logp), cap), the weight of a token another engine sampled
+    (vLLM) in the trainer's policy gradient. No gradient flows through it; 1 where the two agree."""
+    with torch.no_grad():
+        return torch.exp(trainer_logp.detach().float() - sampler_logp.detach().float()).clamp(max=cap)
+
+
 def ppo_clip_loss(
     logp: torch.Tensor,
     entropy: torch.Tensor | None,
@@ -209,15 +218,20 @@ def ppo_clip_loss(
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     entropy_coef: float = 0.0,
+    is_weights: torch.Tensor | None = None,
 ) -> LossParts:
     """PPO-clip over tokens; per-token losses are summed and divided by a constant, so a
     rollout's weight does not depend on its length (no per-sequence averaging).
     `entropy` (R, T) is each token's entropy (None: not computed, reported as 0);
-    `entropy_coef` > 0 subtracts coef * token entropy (the bonus, normalized alike)."""
+    `entropy_coef` > 0 subtracts coef * token entropy (the bonus, normalized alike);
+    `is_weights` (R, T) multiply each token's policy-gradient term (`tis_weights`; None: 1),
+    not the entropy bonus nor the KL term."""
     ratio = torch.exp(logp - old_logp)
     a = advantages[:, None]
     clipped_ratio = ratio.clamp(1 - eps_low, 1 + eps_high)
     per_token = -torch.min(ratio * a, clipped_ratio * a)
+    if is_weights is not None:
+        per_token = per_token * is_weights
     if entropy_coef:
         if entropy is None:
             raise ValueError("entropy_coef > 0 needs the token entropies (token_logprobs(..., entropy=True))")

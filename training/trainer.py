@@ -26,14 +26,15 @@ from tasks.base import GoalConditioned, Similar
 from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
 from training.config import TrainConfig
-from training.loss import head_parts, ppo_clip_loss, token_logprobs
+from training.loss import head_parts, ppo_clip_loss, tis_weights, token_logprobs
 from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
 
 if TYPE_CHECKING:
     from training.engines import VLLMSampler
 
 
-MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "peak_memory_gib", "tokens_per_s")  # not seeded
+MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "sync_check_seconds", "peak_memory_gib",
+            "tokens_per_s")  # not seeded
 
 
 @dataclass
@@ -237,18 +238,23 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     old = frozen_logprobs(state.model, rolls, config, batches) if config.ppo_epochs > 1 else None
     ref = frozen_logprobs(state.reference, rolls, config, batches) if state.reference is not None else None
     entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
-    sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0}
+    sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0, "tis_weight": 0.0, "tis_capped": 0.0}
     for _ in range(config.ppo_epochs):
         state.optimizer.zero_grad(set_to_none=True)
         for rows in batches:
             with autocast(config):
                 logp, token_entropy = token_logprobs(state.model, samples, rows, entropy=entropy)
+            before = old[rows] if old is not None else logp.detach()
+            weights = tis_weights(before, samples.logprobs[rows], config.tis_cap) if config.tis_cap else None
             parts = ppo_clip_loss(
-                logp, token_entropy, (old[rows] if old is not None else logp.detach()), advantage[rows], mask[rows],
+                logp, token_entropy, before, advantage[rows], mask[rows],
                 eps_low=config.eps_low, eps_high=config.eps_high, normalizer=total * config.norm,
                 ref_logp=None if ref is None else ref[rows], kl_coef=config.kl_coef,
-                entropy_coef=config.entropy_coef,
+                entropy_coef=config.entropy_coef, is_weights=weights,
             )
+            if weights is not None:
+                sums["tis_weight"] += float((weights * mask[rows]).sum())
+                sums["tis_capped"] += float(((weights >= config.tis_cap).float() * mask[rows]).sum())
             parts.loss.backward()
             for key in ("clipped", "entropy", "kl"):
                 sums[key] += getattr(parts, key)
@@ -267,6 +273,8 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     }
     if entropy:
         record["entropy"] = sums["entropy"] / max(tokens, 1.0)
+    if config.tis_cap:  # the mean truncated weight and the share of tokens at the cap
+        record.update(tis_weight=sums["tis_weight"] / max(tokens, 1.0), tis_capped=sums["tis_capped"] / max(tokens, 1.0))
     return record
 
 
@@ -310,8 +318,9 @@ def train_step(state: State) -> dict:
     if state.sampler is not None:
         record.update(state.sampler.after_update(state.step + 1))
     finished = time.perf_counter()
+    check = record.get("sync_check_seconds", 0.0)  # the vLLM sampler's check after a sync
     record.update(seconds=finished - started, rollout_seconds=rolled - started, update_seconds=updated - rolled,
-                  sync_seconds=finished - updated, peak_memory_gib=memory.peak_gib(device))
+                  sync_seconds=finished - updated - check, sync_check_seconds=check, peak_memory_gib=memory.peak_gib(device))
     record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / record["seconds"]
     state.step += 1
     return record

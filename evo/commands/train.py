@@ -250,6 +250,9 @@ def open_spec_task(config, source, resume: bool):
 @config_option("--rollouts", type=params.LazyChoice("training.config:ROLLOUTS"),
                help="Sample with the in-process sampler or vLLM's engine (weights pushed in after each sync).")
 @config_option("--sync-every", type=click.IntRange(1), help="--rollouts vllm: optimizer steps between weight syncs.")
+@config_option("--tis-cap", type=click.FloatRange(0),
+               help="--rollouts vllm: truncated importance sampling, each token's policy gradient x "
+                    "min(exp(logp_trainer - logp_vllm), this); 0: off, else >= 1 (2 is veRL's usual).")
 @click.option("--vllm-option", "vllm_options", multiple=True, metavar="KEY=VALUE", help="vLLM engine option, e.g. gpu_memory_utilization=0.4.")
 @click.option("--engine", type=click.Choice(["ours", "trl"]), default="ours", show_default=True,
               help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")

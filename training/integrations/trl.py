@@ -75,6 +75,9 @@ def refuse_unsupported(config: TrainConfig, use_vllm: bool) -> None:
         raise UserError("--diversity-coef is the project's trainer's (--engine ours); TRL's reward has no group-distance term")
     if config.sync_every != 1:
         raise UserError("--sync-every is for --engine ours; TRL pushes the weights into vLLM after every optimizer step")
+    if config.tis_cap:
+        raise UserError("--tis-cap is for --engine ours; TRL corrects with its own: --vllm-option "
+                        "importance_sampling_mode=token_truncate --vllm-option importance_sampling_clip_max=C")
     if config.loss_norm not in (0, config.max_new_tokens):
         raise UserError("--engine trl divides summed token losses by --max-new-tokens (TRL's dr_grpo); drop --loss-norm")
     if config.vllm_options and not use_vllm:

@@ -1,0 +1,103 @@
+"""The vLLM worker side of a weight sync; imported only where vLLM runs (every TP worker).
+
+Recent vLLM (0.31 here) has a weight-transfer API: `LLM.start_weight_update` / `update_weights` /
+`finish_weight_update`, each a `collective_rpc` to every worker (all tensor-parallel ranks),
+where a registered `WeightTransferEngine` backend receives the tensors. vLLM's own backends
+(`nccl`, `ipc`) need CUDA and a trainer-side rendezvous; `MemoryTransfer` (backend
+`BACKEND`) takes the trainer's full Hugging Face tensors in the RPC itself: as they are when
+the worker runs in the trainer's process, as one safetensors byte string otherwise. Each
+worker's `model.load_weights` keeps its own shard, so any TP size is served by one code path.
+Importing this module registers the backend, in the trainer and in each worker process (vLLM
+imports the worker extension below before it loads the model).
+
+Older vLLM has no such API: `WeightLoader.evo_load_weights`, mixed into the workers
+(`worker_extension_cls`), is the fallback, also reached on every worker by `collective_rpc`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+BACKEND = "evo_memory"
+
+try:
+    from vllm.distributed.weight_transfer import WeightTransferEngine, WeightTransferEngineFactory
+except ImportError:  # vLLM before the weight-transfer API: WeightLoader alone
+    WeightTransferEngine = None
+
+
+def unpack(weights: dict[str, Any] | bytes) -> dict[str, Any]:
+    """name -> tensor, from the tensors themselves or their safetensors bytes."""
+    if isinstance(weights, (bytes, bytearray, memoryview)):
+        from safetensors.torch import load
+
+        return load(bytes(weights))
+    return weights
+
+
+class WeightLoader:
+    """Mixed into vLLM's workers (worker_extension_cls); runs inside each worker."""
+
+    def evo_load_weights(self, weights: dict[str, Any] | bytes) -> int:
+        """Load name -> tensor (or those tensors in safetensors bytes) into the worker's model;
+        returns how many."""
+        weights = unpack(weights)
+        if hasattr(self, "reload_weights"):  # vLLM >= 0.2x: re-runs the kernel repacking (CPU oneDNN)
+            self.reload_weights(weights_iterator=iter(weights.items()))
+        else:
+            self.model_runner.model.load_weights(weights=iter(weights.items()))  # type: ignore[attr-defined]
+        return len(weights)
+
+
+@dataclass
+class MemoryInit:
+    """Nothing to agree on: the tensors ride the RPC."""
+
+
+@dataclass
+class MemoryUpdate:
+    weights: dict[str, Any] | bytes  # name -> full tensor, or those tensors as safetensors bytes
+
+
+if WeightTransferEngine is not None:
+
+    class MemoryTransfer(WeightTransferEngine):
+        """A backend whose update carries the tensors; checkpoint-format (layerwise reload,
+        as vLLM's `ipc` backend, so CPU kernels are repacked after the load)."""
+
+        init_info_cls = MemoryInit
+        update_info_cls = MemoryUpdate
+
+        def init_transfer_engine(self, init_info: MemoryInit) -> None:
+            pass
+
+        def start_weight_update(self) -> None:
+            from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
+            initialize_layerwise_reload(self.model)
+
+        def finish_weight_update(self) -> None:
+            from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+
+            finalize_layerwise_reload(self.model, self.model_config)
+
+        def update_weights(self, update_info: dict[str, Any]) -> None:
+            """vLLM's own `update_weights` ends in `torch.accelerator.synchronize()`, which raises on
+            a CPU build; synchronize only where there is an accelerator."""
+            self.receive_weights(self.parse_update_info(update_info))
+            if torch.accelerator.is_available():
+                torch.accelerator.synchronize()
+
+        def receive_weights(self, update_info: MemoryUpdate) -> None:
+            weights = unpack(update_info.weights)
+            loaded = self.model.load_weights(iter(weights.items()))
+            if weights and loaded is not None and not loaded:
+                raise RuntimeError(f"{BACKEND}: the worker's model took none of {len(weights)} tensors")
+
+        def shutdown(self) -> None:
+            pass
+
+    WeightTransferEngineFactory.register_engine(BACKEND, MemoryTransfer)
