@@ -11,6 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from evo.policies.sampler import Rollout, cache_argument
+from training import packed
 
 
 def positions(mask: torch.Tensor) -> torch.Tensor:
@@ -105,8 +106,10 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     Equal to one forward over prompt + completion per row, but cheaper: each prompt is
     encoded once for all of its rollouts in `rows` (its keys and values are shared, so their
     gradients add up), and the completions run in buckets of similar length, each cut to its
-    longest completion. No (rows, T, vocabulary) tensor is formed: the head runs chunk by
-    chunk (`chosen_logprobs`), in the model's dtype, with float32 log-sum-exps."""
+    longest completion; Llama- and Qwen2-style models run padding-free instead
+    (training/packed.py: every projection and MLP over the real tokens only). No
+    (rows, T, vocabulary) tensor is formed: the head runs chunk by chunk (`chosen_logprobs`),
+    in the model's dtype, with float32 log-sum-exps."""
     rows = rows.to(samples.completion_ids.device)
     if torch.is_grad_enabled() and checkpointed_layers(model):
         return joint_logprobs(model, samples, rows, entropy=entropy)
@@ -114,6 +117,8 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
+    if head is not None and packed.supports(model):
+        return packed_logprobs(body, head, samples, rows, inverse, prompt_ids, prompt_mask, entropy)
     cache_arg = cache_argument(body)
     prefix = body(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=positions(prompt_mask), use_cache=True)
     last = _output(prefix, head)
@@ -142,6 +147,24 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
         if ent is not None:
             ent[bucket, :length] = entropies
     return logp, ent
+
+
+def packed_logprobs(body: torch.nn.Module, head: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
+                    owner: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                    entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`token_logprobs` through training/packed.py: no compute on any token past a completion's
+    end (those positions hold zeros)."""
+    lay = packed.layout(owner, prompt_mask.sum(1), samples.completion_mask[rows].sum(1))
+    completions = samples.completion_ids[rows]
+    states = packed.hidden_states(body, prompt_ids, prompt_mask, completions, lay)
+    chosen, entropies = chosen_logprobs(states, head, completions[:, :lay.width].reshape(-1)[lay.outputs], entropy)
+    shape = (len(rows), samples.completion_ids.shape[1])
+
+    def place(values: torch.Tensor) -> torch.Tensor:
+        grid = values.new_zeros(len(rows) * lay.width).index_copy(0, lay.outputs, values)
+        return torch.nn.functional.pad(grid.view(len(rows), lay.width), (0, shape[1] - lay.width))
+
+    return place(chosen), (None if entropies is None else place(entropies))
 
 
 def _output(out, head: torch.nn.Module | None) -> torch.Tensor:
