@@ -11,7 +11,12 @@ nothing beyond torch, transformers (and peft for the LoRA row) is needed. Measur
   backward, AdamW step) on those samples at micro-batches 1/4/16, with gradient
   checkpointing and with LoRA: seconds (the second of two updates) and peak memory; a
   configuration that does not fit is reported as {"oom": true};
-- TRL's step at the same shapes only where TRL is installed (the GPU image has none).
+- TRL's step at the same shapes only where TRL is installed (the GPU image has none);
+- with `--stages ...,learn`, that training learns: a fresh Qwen2-layout model (`--learn-size`,
+  the character vocabulary) is warmed up on a task's demonstrations (`training.sft.train`,
+  the recipe of `evo pretrain`) with float32 master weights and, on CUDA, bfloat16 autocast
+  (`training.precision.plan`), and its held-out mean reward must rise by more than
+  `--learn-margin`; the run exits 1 when it does not (after writing its JSON).
 
     python scripts/gpu_accept.py                               # on the GPU (scripts/gpu_accept.sh)
     python scripts/gpu_accept.py --shape tiny --device cpu --prompts 2 --group 2 \\
@@ -31,6 +36,7 @@ import statistics
 import sys
 import time
 import types
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -38,8 +44,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import tasks  # noqa: E402
+from evo.commands.pretrain import context_for  # noqa: E402
 from evo.policies.sampler import Sampler  # noqa: E402
-from training import memory, models, tiny  # noqa: E402
+from training import memory, models, precision, sft, tiny  # noqa: E402
 from training.config import TrainConfig  # noqa: E402
 from training.trainer import State, update  # noqa: E402
 
@@ -151,32 +159,72 @@ def earlier_loss(path: Path):
         trainer.token_logprobs, trainer.ppo_clip_loss = saved
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-1.5b")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--prompts", type=int, default=16)
-    parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--prompt-tokens", type=int, default=128)
-    parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--micro-batches", default="1,4,16")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--lora-rank", type=int, default=16)
-    parser.add_argument("--out", type=Path, help="also write the JSON here")
-    parser.add_argument("--before", type=Path, help="an earlier training/loss.py (`git show 1e2f708:training/loss.py`): "
-                        "one more row, the update at the second micro-batch count with that loss")
-    args = parser.parse_args()
-    device = args.device
+@dataclass(frozen=True)
+class Learning:
+    """The learning stage: a warm-up from scratch whose held-out reward must rise by `margin`."""
+
+    task: str = "maze"
+    size: str = "micro"  # a training.tiny size, Qwen2 layout
+    steps: int = 500
+    batch_size: int = 32
+    pool: int = 2000  # training instances
+    margin: float = 0.03  # the held-out mean reward must rise by more (docs/training.md: the CPU trials)
+    seed: int = 0
+    instances: int = 32  # held-out instances
+    samples: int = 8  # completions per held-out instance
+    max_new_tokens: int = 80
+
+
+def held_out_reward(model, tokenizer, task, instances, learn: Learning, device: str, bf16: bool) -> dict:
+    """sft.evaluate's figures of single-answer completions, sampled under the run's autocast."""
+    with models.autocast(device, bf16):
+        quality = sft.evaluate(model, tokenizer, task, instances, samples=learn.samples, max_new_tokens=learn.max_new_tokens,
+                               seed=learn.seed)
+    return {key: round(value, 4) for key, value in quality.items()
+            if key in ("parse_rate", "nonzero_rate", "mean_scalar", f"best_at_{learn.samples}")}
+
+
+def learning_stage(learn: Learning, device: str, bf16: bool | None) -> dict:
+    """Warm up a fresh model on `learn.task` with the precision plan of a full fine-tune from a
+    float32 checkpoint (`bf16`: autocast; None: on CUDA) and compare the held-out reward."""
+    task = tasks.get(learn.task)
+    tokenizer = tiny.char_tokenizer()
+    held_out = task.instances("test", learn.instances, seed=learn.seed)
+    context = context_for(task, [*task.instances("train", 20, seed=learn.seed), *held_out[:20]], 1,
+                          learn.max_new_tokens, None)
+    model = tiny.new_model(learn.size, "qwen2", tokenizer, context=context, seed=learn.seed)
+    plan = precision.plan(device, torch.float32, lora=False, bf16=device.startswith("cuda") if bf16 is None else bf16)
+    model.to(device=device, dtype=plan.weights)
+    before = held_out_reward(model, tokenizer, task, held_out, learn, device, plan.autocast)
+    computed: set[str] = set()  # the dtype the first linear layer's forward returns while training
+    linear = next(module for module in model.modules() if isinstance(module, torch.nn.Linear))
+    hook = linear.register_forward_hook(lambda module, inputs, output: computed.add(precision.dtype_name(output.dtype)))
+    config = sft.SFTConfig(steps=learn.steps, batch_size=learn.batch_size, warmup=min(100, learn.steps // 5),
+                           multi_fraction=0.0, pool=learn.pool, length_groups=1, seed=learn.seed,
+                           threads=torch.get_num_threads())
+    seconds, losses = timed(device, lambda: sft.train(model, tokenizer, task, config, bf16=plan.autocast))
+    hook.remove()
+    after = held_out_reward(model, tokenizer, task, held_out, learn, device, plan.autocast)
+    rise = after["mean_scalar"] - before["mean_scalar"]
+    return {**asdict(learn), "parameters": tiny.param_count(model),
+            "master_dtype": precision.dtype_name(next(model.parameters()).dtype),
+            "autocast_dtype": "bfloat16" if plan.autocast else None, "compute_dtype": sorted(computed),
+            "train_seconds": round(seconds, 1), "first_loss": round(losses[0], 3),
+            "last_loss": round(sum(losses[-10:]) / len(losses[-10:]), 3), "before": before, "after": after,
+            "reward_before": before["mean_scalar"], "reward_after": after["mean_scalar"], "rise": round(rise, 4),
+            "passed": bool(rise > learn.margin)}
+
+
+def speed_stage(args, device: str) -> dict:
+    """The sampler's rate against `generate` and the update's seconds and memory (module docstring)."""
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     torch.manual_seed(0)
     started = time.perf_counter()
     model = build(args.shape, device, dtype)
     tokenizer = tiny.char_tokenizer()
     prompts = torch.randint(len(tiny.SPECIALS), len(tokenizer), (args.prompts, args.prompt_tokens)).tolist()
-    figures: dict = {"name": "gpu_accept", "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-                     "shape": args.shape, "parameters": sum(p.numel() for p in model.parameters()),
-                     "dtype": str(dtype).removeprefix("torch."), "torch": torch.__version__,
-                     "transformers": __import__("transformers").__version__, "prompts": args.prompts, "group": args.group,
+    figures: dict = {"shape": args.shape, "parameters": sum(p.numel() for p in model.parameters()),
+                     "dtype": str(dtype).removeprefix("torch."), "prompts": args.prompts, "group": args.group,
                      "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens,
                      "build_seconds": round(time.perf_counter() - started, 1)}
     rate, samples = sampler_rate(model, tokenizer, prompts, args.group, args.new_tokens, device, args.repeats)
@@ -210,12 +258,71 @@ def main() -> None:
         figures["trl"] = "installed; run tests/benchmarks/bench_train_step.py for its step at these shapes"
     except ImportError:
         figures["trl"] = "not installed on this machine"
+    return figures
+
+
+STAGES = ("speed", "learn")
+
+
+def stages(text: str) -> tuple[str, ...]:
+    names = tuple(name for name in text.split(",") if name)
+    if not names or set(names) - set(STAGES):
+        raise argparse.ArgumentTypeError(f"stages are a comma-separated list of {', '.join(STAGES)}, got {text!r}")
+    return names
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stages", type=stages, default=STAGES, help="comma-separated: speed, learn (default both)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-1.5b")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=128)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--micro-batches", default="1,4,16")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--before", type=Path, help="an earlier training/loss.py (`git show 1e2f708:training/loss.py`): "
+                        "one more row, the update at the second micro-batch count with that loss")
+    defaults = Learning()
+    parser.add_argument("--learn-task", default=defaults.task, choices=tasks.names())
+    parser.add_argument("--learn-size", default=defaults.size, choices=sorted(tiny.SIZES))
+    for name in ("steps", "batch_size", "pool", "seed", "instances", "samples", "max_new_tokens"):
+        parser.add_argument(f"--learn-{name.replace('_', '-')}", type=int, default=getattr(defaults, name))
+    parser.add_argument("--learn-margin", type=float, default=defaults.margin)
+    parser.add_argument("--learn-bf16", action=argparse.BooleanOptionalAction,
+                        help="bfloat16 autocast in the learning stage (default: on CUDA)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
+    device = args.device
+    started = time.perf_counter()
+    figures: dict = {"name": "gpu_accept", "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+                     "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+                     "stages": list(args.stages)}
+    if "speed" in args.stages:
+        figures.update(speed_stage(args, device))
+        gc.collect()  # the 1.5B model's memory goes back before the learning stage
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    if "learn" in args.stages:
+        learn = Learning(**{name: getattr(args, f"learn_{name}") for name in Learning.__dataclass_fields__})
+        figures["learning"] = learning_stage(learn, device, args.learn_bf16)
     figures["total_seconds"] = round(time.perf_counter() - started, 1)
     line = json.dumps(figures)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(line + "\n")
     print(line, flush=True)
+    learning = figures.get("learning")
+    if learning and not learning["passed"]:
+        print(f"learning stage failed: held-out mean reward {learning['reward_before']} -> {learning['reward_after']}, "
+              f"a rise of {learning['rise']}, not more than the margin {learning['margin']}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_gpu_accept_prints_every_figure_on_cpu(tmp_path):
     env = {**os.environ, "PY": sys.executable, "DEVICE": "cpu", "SHAPE": "tiny", "PROMPTS": "2", "GROUP": "2",
-           "PROMPT_TOKENS": "8", "NEW_TOKENS": "8", "MICRO": "1,2", "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
+           "PROMPT_TOKENS": "8", "NEW_TOKENS": "8", "MICRO": "1,2", "STAGES": "speed", "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
     run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_accept.sh")], capture_output=True, text=True, env=env,
                          timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -29,3 +29,34 @@ def test_gpu_accept_prints_every_figure_on_cpu(tmp_path):
     for row in figures["updates"].values():
         assert row["seconds"] > 0 and row["peak_memory_gib"] > 0 and row["loss_finite"]
         assert row["step_seconds"] > row["seconds"]
+
+
+def run_learning(tmp_path, **settings) -> tuple[subprocess.CompletedProcess, dict]:
+    env = {**os.environ, "PY": sys.executable, "DEVICE": "cpu", "STAGES": "learn", "LEARN_SIZE": "nano",
+           "OUT": str(tmp_path), "OMP_NUM_THREADS": "1", **settings}
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_accept.sh")], capture_output=True, text=True, env=env,
+                         timeout=900, cwd=ROOT)
+    figures = json.loads((tmp_path / "gpu_accept.json").read_text())
+    assert figures == json.loads(run.stdout.strip().splitlines()[-1])
+    return run, figures["learning"]
+
+
+@pytest.mark.slow
+def test_learning_stage_fails_loudly_below_its_margin(tmp_path):
+    """A few steps cannot lift the reward by 1.0: exit 1, the JSON still written, the dtypes recorded."""
+    run, learning = run_learning(tmp_path, LEARN_STEPS="20", LEARN_BATCH="8", LEARN_POOL="50", LEARN_INSTANCES="4",
+                                 LEARN_MARGIN="1.0")
+    assert run.returncode == 1 and "learning stage failed" in run.stderr
+    assert learning["passed"] is False and learning["margin"] == 1.0
+    assert learning["master_dtype"] == "float32" and learning["autocast_dtype"] is None
+    assert learning["compute_dtype"] == ["float32"] and learning["last_loss"] < learning["first_loss"]
+    assert learning["reward_before"] == learning["before"]["mean_scalar"] == 0.0
+
+
+@pytest.mark.slow
+def test_learning_stage_learns_on_cpu(tmp_path):
+    """The CPU-sized stage (the docs' setting, about 2.5 minutes on one core): reward 0 -> above the margin."""
+    run, learning = run_learning(tmp_path, LEARN_STEPS="300", LEARN_BATCH="24", LEARN_INSTANCES="16")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert learning["passed"] and learning["rise"] > learning["margin"] == 0.03
+    assert learning["reward_after"] > learning["reward_before"] == 0.0

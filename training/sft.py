@@ -23,6 +23,7 @@ from evo.policies.sampler import Sampler, context_length
 from evo.scores import scalarize
 from tasks.base import Instance, Task
 from tasks.completions import score_many
+from training.models import autocast
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,13 @@ def learning_rate(step: int, config: SFTConfig) -> float:
     return config.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[int, float], None] = lambda step, loss: None):
-    """Train `model` in place on `task`'s demonstrations; returns the list of losses."""
+def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[int, float], None] = lambda step, loss: None,
+          *, bf16: bool = False):
+    """Train `model` in place, on its device, on `task`'s demonstrations; returns the list of
+    losses. `bf16`: forwards under bfloat16 autocast (the weights, and so AdamW's moments,
+    keep their dtype: float32 masters with bf16 compute, training/precision.py)."""
     torch.set_num_threads(config.threads)
+    device = next(model.parameters()).device
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     pool = task.instances("train", config.pool, seed=config.seed)
@@ -113,7 +118,8 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
         optimizer.zero_grad(set_to_none=True)
         loss = 0.0
         for batch, count in zip(batches, counts):
-            part = model(**batch).loss * (count / sum(counts))
+            with autocast(str(device), bf16):
+                part = model(**{key: value.to(device) for key, value in batch.items()}).loss * (count / sum(counts))
             part.backward()
             loss += part.item()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
