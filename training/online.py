@@ -159,6 +159,7 @@ def online_policy(policy, config, settings: OnlineSettings | None = None) -> Onl
     from evo.run_dir import loop_config
 
     spec = config.spec()
+    stored = settings is None
     settings = settings or OnlineSettings.read(config.directory)
     if settings is None:
         raise UserError(f"{config.directory}: the run did not train its policy (no online/settings.json); "
@@ -167,7 +168,13 @@ def online_policy(policy, config, settings: OnlineSettings | None = None) -> Onl
     if len(config.named) != 1:
         raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
     name = next(iter(config.named))
-    answers = settings.check_answers(loop.answers_for(name), loop.answers_by)
+    try:
+        answers = settings.check_answers(loop.answers_for(name), loop.answers_by)
+    except UserError as error:
+        if not stored:
+            raise
+        path = Path(config.directory) / DIRECTORY / SETTINGS_FILE
+        raise UserError(f"{path}: the run's training settings do not fit its policy ({error})") from None
     _, group = loop.asked(name)
     return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
                         objectives=spec.problem.objectives, weights=spec.problem.weights, group=group, answers=answers)
