@@ -123,6 +123,8 @@ def main() -> None:
                         help="search the maze's minimized spec (objectives = shares left behind, bad routes fail)")
     parser.add_argument("--arm", action="append", required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--pool", type=Path, nargs="+",
+                        help="no runs: write --out's table over these pilots' records, pooled (same arms)")
     args = parser.parse_args()
 
     import tasks
@@ -130,6 +132,9 @@ def main() -> None:
     from evo.compare.search import Search, hard_instances
 
     arms = [parse_arm(a, args.answers) for a in args.arm]
+    if args.pool:
+        args.out.mkdir(parents=True, exist_ok=True)
+        return write_table(args.out, [a[0] for a in arms], " ".join(sys.argv), args.pool)
     task = tasks.get(args.task)
     mazes, _ = hard_instances(task, Search(instances=args.mazes, instance_seed=args.instance_seed, pool=0),
                               args.out / "instances")
@@ -154,11 +159,13 @@ def main() -> None:
     write_table(args.out, [a[0] for a in arms], " ".join(sys.argv))
 
 
-def write_table(out: Path, names: list[str], command: str) -> None:
+def write_table(out: Path, names: list[str], command: str, sources: list[Path] | None = None) -> None:
+    """table.md / table.json in `out` over the runs of `sources` (default: `out` itself),
+    pooled: a unit is (source, maze, seed)."""
     from evo import metrics
 
-    records = {n: {(r["maze"], r["seed"]): r for r in map(json.loads, map(Path.read_text, (out / "runs" / n).glob("*.json")))}
-               for n in names}
+    records = {n: {(str(d), r["maze"], r["seed"]): r for d in sources or [out]
+                   for r in map(json.loads, map(Path.read_text, (d / "runs" / n).glob("*.json")))} for n in names}
     units = sorted(set.intersection(*(set(r) for r in records.values())))
     base = names[0]
     columns = {}
