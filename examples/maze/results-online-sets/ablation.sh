@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # issue 34 item 3, the ablation's missing knobs (a pilot, fixed before running): larger steps (every 8 iterations per
 # PPO step), the duplicate rule (penalty = default, zero, score) and the lr, on the model where online training helped in
-# sets-main (maze-clusters-grpo, single routes); and larger steps for the set model. From commit COMMIT in /work/exp34h;
+# sets-main (maze-clusters-grpo, single routes); and larger steps for the set model. From commit 65e1005 in /work/exp34h;
 # instance seeds 5151 (lane a) and 6262 (lane b), never used; 8 hard mazes x 2 run seeds each = 32 paired runs.
 set -euo pipefail
 cd /work/exp34h
