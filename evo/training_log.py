@@ -74,18 +74,23 @@ class Settings:
     train: dict = field(default_factory=dict)  # trainer settings (training.online.TRAIN_FIELDS)
     options: dict = field(default_factory=dict)  # estimator options (K, alpha, ...)
 
+    @staticmethod
+    def path(run: Path) -> Path:
+        """RUN/online/settings.json."""
+        return Path(run) / DIRECTORY / SETTINGS_FILE
+
     def save(self, run: Path) -> None:
         directory = Path(run) / DIRECTORY
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise UserError(f"cannot create {directory} ({error.strerror}); pick a writable --out") from None
-        write_atomic(directory / SETTINGS_FILE, json.dumps(asdict(self), indent=2) + "\n")
+        write_atomic(self.path(run), json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def read(cls, run: Path) -> "Settings | None":
         """The run's settings; None when it did not train its policy."""
-        path = Path(run) / DIRECTORY / SETTINGS_FILE
+        path = cls.path(run)
         if not path.exists():
             return None
         try:

@@ -55,7 +55,7 @@ from evo.database import DB_FILE
 from evo.database.journal import CandidateJournal
 from evo.database.store import Store
 from evo.errors import UserError
-from evo.training_log import (DIRECTORY, METRICS_FILE, SETTINGS_FILE, Settings, damaged, move_online, read_metrics,
+from evo.training_log import (DIRECTORY, METRICS_FILE, Settings, damaged, move_online, read_metrics,
                               read_stopped, truncate_metrics, write_stopped)
 from evo.policies.base import Completion
 from evo.scores import scalarize
@@ -148,8 +148,7 @@ class OnlineSettings(Settings):
         try:
             return cls(**asdict(typed))
         except UserError as error:
-            path = Path(run) / DIRECTORY / SETTINGS_FILE
-            raise damaged(path, f"not the run's training settings ({error})", move_online(run)) from None
+            raise damaged(Settings.path(run), f"not the run's training settings ({error})", move_online(run)) from None
 
 
 def online_policy(policy, config, settings: OnlineSettings | None = None) -> OnlinePolicy:
@@ -173,8 +172,7 @@ def online_policy(policy, config, settings: OnlineSettings | None = None) -> Onl
     except UserError as error:
         if not stored:
             raise
-        path = Path(config.directory) / DIRECTORY / SETTINGS_FILE
-        raise UserError(f"{path}: the run's training settings do not fit its policy ({error})") from None
+        raise UserError(f"{Settings.path(config.directory)}: the run's training settings do not fit its policy ({error})") from None
     _, group = loop.asked(name)
     return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
                         objectives=spec.problem.objectives, weights=spec.problem.weights, group=group, answers=answers)
@@ -191,7 +189,7 @@ class OnlinePolicy:
         self.answers = answers  # programs per completion: a completion's m journal slots are one set
         self.d, self.weights = len(objectives), np.asarray(weights, dtype=np.float64)
         self.directory = Path(run) / DIRECTORY
-        if not (self.directory / SETTINGS_FILE).exists():  # a resumed run's are read from there
+        if not Settings.path(run).exists():  # a resumed run's are read from there
             settings.save(run)
         try:
             (self.directory / GROUPS).mkdir(exist_ok=True)
