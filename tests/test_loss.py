@@ -40,7 +40,7 @@ def test_shared_prefix_matches_the_joint_forward_and_its_gradient(arch, bucket_r
     tok = tiny.char_tokenizer()
     model = tiny.new_model("nano", arch, tok, context=256, seed=1)
     # prompts of different lengths (left padding), completions of different lengths (eos)
-    samples = Sampler(model, tok).sample(["ab", "a much longer prompt:", "xyz=1"], n=4, max_new_tokens=12,
+    samples = Sampler(model, tok).sample(["ab", "a much longer prompt:", "xyz=1"], n=4, max_new_tokens=24,
                                          temperature=1.0, seed=3)
     mask = samples.completion_mask.float()
     assert len(set(mask.sum(1).tolist())) > 1, "the test needs completions of several lengths"

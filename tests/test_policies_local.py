@@ -13,7 +13,7 @@ from evo.errors import UserError
 from evo.policies import load
 from evo.policies import fastlm
 from evo.policies.sampler import Sampler, _HFBackend
-from evo.policies.sampling import first_stop, sample_next, tokens_through_stop, top_p_filter
+from evo.policies.sampling import first_stop, inverse_cdf, sample_next, tokens_through_stop, top_p_filter
 
 torch.set_num_threads(1)
 TOK = tiny.char_tokenizer()
@@ -252,7 +252,7 @@ def test_top_p_keeps_the_smallest_prefix_reaching_p(logits: list[int], p: float)
     assert kept.tolist() == want.tolist()
 
 
-def test_exponential_race_draws_from_the_distribution() -> None:
+def test_sampling_draws_from_the_distribution() -> None:
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(20000, 1)
     generator = torch.Generator().manual_seed(0)
     tokens, logp = sample_next(logits, 1.0, 1.0, generator)
@@ -261,6 +261,24 @@ def test_exponential_race_draws_from_the_distribution() -> None:
     assert torch.allclose(logp, logits[0].log_softmax(-1)[tokens])
     tokens, _ = sample_next(logits[:2000], 1.0, 0.5, generator)  # top-p 0.5 keeps only the first
     assert (tokens == 0).all()
+
+
+@pytest.mark.parametrize("vocab", [3, 256, 700])
+def test_inverse_cdf_draws_each_token_at_its_probability_across_blocks(vocab: int) -> None:
+    """Blocks of BLOCK tokens and a partial last block (700 = 2 x 256 + 188); zero-probability
+    tokens (every 7th, and the last ones) are never drawn, even at draws of 0 and just under 1."""
+    logits = torch.randn(vocab, generator=torch.Generator().manual_seed(vocab)) * 2
+    logits[::7] = float("-inf")
+    logits[-3:] = float("-inf") if vocab > 3 else logits[-3:]
+    probs = logits.softmax(-1)
+    draws = 200_000
+    uniform = torch.rand(draws, generator=torch.Generator().manual_seed(1))
+    uniform[:2] = torch.tensor([0.0, 1.0 - 2.0 ** -24])
+    tokens = inverse_cdf(probs.repeat(draws, 1), uniform)
+    assert (probs[tokens] > 0).all()
+    freq = torch.bincount(tokens, minlength=vocab).double() / draws
+    sd = (probs.double() * (1 - probs.double()) / draws).sqrt()
+    assert ((freq - probs.double()).abs() <= 5 * sd + 1e-6).all()
 
 
 def test_stop_helpers() -> None:

@@ -146,7 +146,8 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
         logp[bucket, :length] = chosen
         if ent is not None:
             ent[bucket, :length] = entropies
-    return logp, ent
+    past = samples.completion_mask[rows] == 0  # a bucket runs to its longest completion: zero the rest
+    return logp.masked_fill(past, 0.0), None if ent is None else ent.masked_fill(past, 0.0)
 
 
 def packed_logprobs(body: torch.nn.Module, head: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
