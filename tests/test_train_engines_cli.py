@@ -27,6 +27,7 @@ def test_engine_trl_trains_and_usage_errors_are_one_line(init_dir, tmp_path):
                           (("--use-vllm",), "--use-vllm is for --engine trl"),
                           (("--engine", "trl", "--diversity-coef", "0.1"), "--diversity-coef is the project's"),
                           (("--rollouts", "vllm"), "needs vLLM installed"),
+                          (("--rollouts", "vllm", "--vllm-sleep"), "vLLM's sleep mode needs a CUDA GPU"),  # this CPU
                           (("--chat",), "has none; use --no-chat")):
         bad = evo(*common, *args, "--out", str(tmp_path / "bad"))
         assert bad.returncode == 2 and "Traceback" not in bad.stderr, (args, bad.stderr[-1500:])

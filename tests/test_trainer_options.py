@@ -104,10 +104,15 @@ def test_goal_grpo_shows_each_group_its_weight_and_scores_with_it(init_dir, tmp_
 class ShiftedSampler:
     """The local sampler, its sampling log-probs moved by `shift` (an engine that disagrees)."""
 
+    sleeps, engine_bytes = False, 0  # an engine that never sleeps and holds nothing
+
     def __init__(self, model, tokenizer, shift: float) -> None:
         from evo.policies.sampler import Sampler
 
         self.sampler, self.shift = Sampler(model, tokenizer), shift
+
+    def sleep(self, step: int) -> None:
+        pass
 
     def sample(self, prompts, **kwargs):
         samples = self.sampler.sample(prompts, **kwargs)

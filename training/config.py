@@ -60,6 +60,7 @@ class TrainConfig:
     rollouts: str = "local"  # local (the in-process sampler) | vllm (vLLM's engine, weights synced)
     sync_every: int = 1  # vllm rollouts: push the weights into the engine every N optimizer steps
     vllm_options: dict[str, Any] = field(default_factory=dict)  # vLLM engine options (training.engines.engine_defaults)
+    vllm_sleep: bool | None = None  # vllm rollouts: the engine sleeps through each update (None: on CUDA; training.engines.sleep_mode)
     tis_cap: float = 0.0  # vllm rollouts: weight token gradients by min(exp(logp_trainer - logp_vllm), this) (0: off; training.loss.tis_weights)
     device: str = "auto"  # auto | cpu | cuda
     chat: bool | None = None  # apply the tokenizer's chat template (None: when it has one)
@@ -102,6 +103,8 @@ class TrainConfig:
             raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
         if 0 < self.tis_cap < 1:
             raise ValueError(f"tis_cap must be 0 (off) or >= 1 (a cap below 1 shrinks every token's weight), got {self.tis_cap}")
+        if self.vllm_sleep and self.rollouts != "vllm":
+            raise ValueError("vllm_sleep puts vLLM's engine to sleep during the update: it needs rollouts vllm")
         if self.tis_cap and self.rollouts != "vllm":
             raise ValueError("tis_cap corrects for vLLM's sampling: it needs rollouts vllm (the local sampler is the trained model)")
         if self.micro_batches > self.prompts * self.group:

@@ -71,11 +71,20 @@ def peak_gib(device: torch.device | str) -> float:
     return peak_bytes(device) / GIB
 
 
+def held_bytes(device: torch.device | str) -> int:
+    """What this process holds of the device: torch's CUDA reservation (a vLLM engine in this
+    process included, asleep or not: its sleep unmaps memory the allocator still counts), or the
+    resident set on CPU."""
+    if str(device).startswith("cuda"):
+        return torch.cuda.memory_reserved(device)
+    return current_bytes(device)
+
+
 def free_bytes(device: torch.device | str) -> int:
     """What the device could still give this process: free CUDA memory plus what the allocator
     holds for it, or the machine's available memory plus the resident set on CPU."""
     if str(device).startswith("cuda"):
         free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device)
+        return free + held_bytes(device)
     available = _proc_bytes(MEMINFO, "MemAvailable")
-    return (available if available is not None else 1 << 40) + current_bytes(device)
+    return (available if available is not None else 1 << 40) + held_bytes(device)

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from training.engines import VLLMSampler
 
 
-MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "sync_check_seconds", "peak_memory_gib",
-            "tokens_per_s")  # not seeded
+MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "sync_check_seconds", "sleep_seconds",
+            "wake_seconds", "peak_memory_gib", "tokens_per_s")  # not seeded
 
 
 @dataclass
@@ -71,7 +71,9 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     check_diversity(task, config)
     if config.rollouts == "vllm":
         from evo.policies.vllm_engine import import_vllm
+        from training.engines import sleep_mode
 
+        sleep_mode(models.resolve_device(config.device), config.vllm_sleep, config.vllm_options)  # refused on CPU
         import_vllm()  # before any work: a missing vLLM is one line
     if resume and config.lora_rank:
         raise UserError("a LoRA run cannot be resumed (its checkpoints hold merged weights); start a new run from --out")
@@ -105,8 +107,8 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
 
-        sampler = VLLMSampler(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
-                              bf16=bool(plan.autocast), engine=config.vllm_options)
+        sampler = VLLMSampler.start(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
+                                    bf16=bool(plan.autocast), sleep=config.vllm_sleep, engine=config.vllm_options)
     return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
 
 
@@ -213,12 +215,15 @@ def plan_memory(state: State, rolls: Rollouts) -> planner.MemoryPlan:
     config, samples = state.config, rolls.samples
     device = samples.completion_ids.device
     prompt = int(samples.prompt_mask.any(0).sum())
-    capacity = int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * memory.free_bytes(device))
+    engine = state.sampler  # vLLM's engine: asleep now (the plan's room is then the engine's too), or awake beside the update
+    free = memory.free_bytes(device) - (engine.engine_bytes if engine is not None else 0)
+    capacity = int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * free)
     plan = planner.plan(state.model, state.reference, rollouts=samples.completion_ids.shape[0], group=config.group,
                         prompt=prompt, completion=config.max_new_tokens, capacity=capacity,
                         checkpointing=config.gradient_checkpointing, entropy=config.entropy_coef > 0,
                         autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model))
-    print(plan.line(samples.completion_ids.shape[0], prompt + config.max_new_tokens), file=sys.stderr, flush=True)
+    beside = "" if engine is None else "; vLLM asleep during the update" if engine.sleeps else "; vLLM awake beside the update"
+    print(plan.line(samples.completion_ids.shape[0], prompt + config.max_new_tokens) + beside, file=sys.stderr, flush=True)
     return plan
 
 
@@ -310,6 +315,8 @@ def train_step(state: State) -> dict:
     memory.reset_peak(device)
     started = time.perf_counter()
     rolls, adv = rollout(state)
+    if state.sampler is not None:
+        state.sampler.sleep(state.step + 1)  # vLLM's engine frees the GPU for the update (where it sleeps)
     if state.memory is None and not state.config.micro_batches:
         state.memory = plan_memory(state, rolls)
     rolled = time.perf_counter()
@@ -318,9 +325,11 @@ def train_step(state: State) -> dict:
     if state.sampler is not None:
         record.update(state.sampler.after_update(state.step + 1))
     finished = time.perf_counter()
-    check = record.get("sync_check_seconds", 0.0)  # the vLLM sampler's check after a sync
-    record.update(seconds=finished - started, rollout_seconds=rolled - started, update_seconds=updated - rolled,
-                  sync_seconds=finished - updated - check, sync_check_seconds=check, peak_memory_gib=memory.peak_gib(device))
+    # the vLLM sampler's check after a sync, and its engine's sleep (after sampling) and wake (around the push)
+    check, slept, woke = (record.get(key, 0.0) for key in ("sync_check_seconds", "sleep_seconds", "wake_seconds"))
+    record.update(seconds=finished - started, rollout_seconds=rolled - started - slept, update_seconds=updated - rolled,
+                  sync_seconds=finished - updated - check - woke, sync_check_seconds=check, sleep_seconds=slept,
+                  wake_seconds=woke, peak_memory_gib=memory.peak_gib(device))
     record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / record["seconds"]
     state.step += 1
     return record

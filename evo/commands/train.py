@@ -253,6 +253,9 @@ def open_spec_task(config, source, resume: bool):
 @config_option("--tis-cap", type=click.FloatRange(0),
                help="--rollouts vllm: truncated importance sampling, each token's policy gradient x "
                     "min(exp(logp_trainer - logp_vllm), this); 0: off, else >= 1 (2 is veRL's usual).")
+@config_option("--vllm-sleep/--no-vllm-sleep",
+               help="--rollouts vllm: vLLM's engine sleeps through each update, its GPU memory the trainer's "
+                    "(default: on CUDA; vLLM on CPU has no sleep mode).")
 @click.option("--vllm-option", "vllm_options", multiple=True, metavar="KEY=VALUE", help="vLLM engine option, e.g. gpu_memory_utilization=0.4.")
 @click.option("--engine", type=click.Choice(["ours", "trl"]), default="ours", show_default=True,
               help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")

@@ -10,6 +10,8 @@ extension's `evo_load_weights`. The tensors go in memory: as they are when the o
 runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, one rank), as one safetensors byte
 string to worker processes (vLLM's RPC does not carry untyped tensors); no file is written.
 `score(prompts, completions)` gives the engine's log-probs of given tokens (a sync's check).
+`sleep(level)` / `wake_up(tags)` are vLLM's sleep mode (an engine started with
+`enable_sleep_mode=True`, CUDA only): the trainer frees the GPU for its update with them.
 """
 
 from __future__ import annotations
@@ -95,6 +97,16 @@ class VLLMPolicy:
             self.llm.collective_rpc("evo_load_weights", args=(payload,))
         self.llm.reset_prefix_cache()
         return len(tensors)
+
+    def sleep(self, level: int) -> None:
+        """Free the engine's GPU memory: the KV cache is dropped, the weights kept in CPU memory
+        (level 1) or dropped too (level 2: a `load_weights` after `wake_up(["weights"])` refills them)."""
+        self.llm.sleep(level=level)
+
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Give back the memory of `tags` ("weights", "kv_cache"; None: all); the engine samples
+        again once all of it is back."""
+        self.llm.wake_up(None if tags is None else list(tags))
 
     def score(self, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[list[float]]:
         """The engine's log-prob of each completion token after its prompt and the tokens before
