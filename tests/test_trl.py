@@ -117,6 +117,7 @@ def test_flags_trl_cannot_honour_are_refused_in_one_line(tmp_path):
     cases = [({"diversity_coef": 0.1}, "--diversity-coef is the project's"),
              ({"sync_every": 2}, "--sync-every is for --engine ours"),
              ({"rollouts": "vllm", "tis_cap": 2.0}, "--tis-cap is for --engine ours"),
+             ({"rollouts": "vllm", "vllm_sleep": True}, "--vllm-sleep is for --engine ours"),
              ({"loss_norm": 7}, "drop --loss-norm"),
              ({"group": 1}, "--group >= 2"),
              ({"vllm_options": {"mode": "server"}}, "--vllm-option with --engine trl needs --use-vllm")]

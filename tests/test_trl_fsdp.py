@@ -48,8 +48,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_fsdp2_two_ranks_export_a_bf16_model_as_bf16_that_generates_like_the_trained_one(tmp_path):
+def train_on_two_ranks(tmp_path: Path, config: str, helper: str, **env: str) -> list[dict]:
+    """`accelerate launch --config_file <config>.yaml --num_processes 2 tests/<helper> tmp_path` on the
+    CPU over a bf16 copy of the tiny maze model in tmp_path/init; each rank's findings."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from training.integrations.trl import config_file
@@ -57,17 +58,26 @@ def test_fsdp2_two_ranks_export_a_bf16_model_as_bf16_that_generates_like_the_tra
     warmup = CHECKPOINTS / "maze-warmup"
     AutoModelForCausalLM.from_pretrained(warmup, dtype=torch.bfloat16).save_pretrained(tmp_path / "init")
     AutoTokenizer.from_pretrained(warmup).save_pretrained(tmp_path / "init")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_file("fsdp2")),
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", **env}
+    done = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_file(config)),
                            "--num_processes", "2", "--main_process_port", str(free_port()),
-                           str(ROOT / "tests" / "trl_fsdp_ranks.py"), str(tmp_path)],
+                           str(ROOT / "tests" / helper), str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
-    assert all(r["world"] == 2 and r["fsdp2"] and r["sharded"] and r["backend"] == "gloo" for r in ranks)
-    main = ranks[0]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def assert_bf16_export_of_the_trained_weights(main: dict) -> None:
+    """The main rank's findings: the export is bf16 as its init, the trained masters rounded, and generates as they do."""
     assert main["init_stored"] == main["stored"] == ["BF16"] and main["config_dtype"] == "bfloat16"
     assert main["reloaded_dtype"] == "torch.bfloat16" and main["bytes"] == main["init_bytes"]
     assert main["unexpected"] == [] and main["equal"] == main["keys"]  # the export is the trained masters, rounded to bf16
     assert len(main["moved"]) > len(main["keys"]) // 2  # training moved the weights past bf16's rounding
     assert main["reloaded_tokens"] == main["trained_tokens"] and all(main["trained_tokens"])
+
+
+@pytest.mark.slow
+def test_fsdp2_two_ranks_export_a_bf16_model_as_bf16_that_generates_like_the_trained_one(tmp_path):
+    ranks = train_on_two_ranks(tmp_path, "fsdp2", "trl_fsdp_ranks.py")
+    assert all(r["world"] == 2 and r["fsdp2"] and r["sharded"] and r["backend"] == "gloo" for r in ranks)
+    assert_bf16_export_of_the_trained_weights(ranks[0])

@@ -18,12 +18,13 @@ in the init checkpoint's dtype. Accelerate configs for DDP, ZeRO-2, ZeRO-3 and F
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -35,7 +36,8 @@ from training.config import TrainConfig
 from training.integrations.set_reward import ALGOS, SetReward, check
 from training.rollouts import answers_for, check_template
 
-__all__ = ["ALGOS", "LAUNCH_CONFIGS", "config_file", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer"]
+__all__ = ["ALGOS", "LAUNCH_CONFIGS", "config_file", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer",
+           "without_zero3"]
 
 
 LAUNCH_CONFIGS = ("ddp", "zero2", "zero3", "fsdp2")  # training/integrations/accelerate_configs/NAME.yaml
@@ -78,6 +80,8 @@ def refuse_unsupported(config: TrainConfig, use_vllm: bool) -> None:
     if config.tis_cap:
         raise UserError("--tis-cap is for --engine ours; TRL corrects with its own: --vllm-option "
                         "importance_sampling_mode=token_truncate --vllm-option importance_sampling_clip_max=C")
+    if config.vllm_sleep is not None:
+        raise UserError("--vllm-sleep is for --engine ours; TRL's colocated vLLM sleeps with --vllm-option enable_sleep_mode=true")
     if config.loss_norm not in (0, config.max_new_tokens):
         raise UserError("--engine trl divides summed token losses by --max-new-tokens (TRL's dr_grpo); drop --loss-norm")
     if config.vllm_options and not use_vllm:
@@ -187,17 +191,34 @@ def export(grpo, config: TrainConfig, directory: Path) -> None:
     masters rounded), the same size as the one it started from; a float32 one as float32.
     Every rank must call it: the full state dict is gathered from all of them (ZeRO-3 / FSDP2
     shards included, as `Trainer.save_model` does) and loaded into a CPU copy of the init model
-    on the main process, which alone writes."""
-    state = grpo.accelerator.get_state_dict(grpo.model)
+    on the main process, which alone writes. The state dict comes from the outermost wrapper
+    (`model_wrapped`: the DeepSpeed engine, which ZeRO-3's gather needs; FSDP2's sharded module)."""
+    state = grpo.accelerator.get_state_dict(grpo.model_wrapped)
     if grpo.accelerator.is_main_process:
-        model, _ = models.load(config.init, models.ModelOptions(device="cpu"), dtype=precision.checkpoint_dtype(config.init))
-        if config.lora_rank:
-            from peft import get_peft_model
+        with without_zero3():
+            model, _ = models.load(config.init, models.ModelOptions(device="cpu"), dtype=precision.checkpoint_dtype(config.init))
+            if config.lora_rank:
+                from peft import get_peft_model
 
-            model = get_peft_model(model, lora_config(config))
-        load_full(model, state)
-        checkpoint.export(models.merged(model), grpo.processing_class, directory, half=False)
+                model = get_peft_model(model, lora_config(config))
+            load_full(model, state)
+            checkpoint.export(models.merged(model), grpo.processing_class, directory, half=False)
     grpo.accelerator.wait_for_everyone()
+
+
+@contextlib.contextmanager
+def without_zero3() -> Iterator[None]:
+    """Models loaded, generated with or saved in this block on one process are plain local ones:
+    while a ZeRO-3 trainer lives, transformers builds every model inside deepspeed.zero.Init and
+    generates with synced ranks, collectives the other ranks would never join (a hang)."""
+    from transformers.integrations import deepspeed as hf_deepspeed
+
+    held = hf_deepspeed._hf_deepspeed_config_weak_ref  # the Trainer's DeepSpeed config; None without DeepSpeed
+    hf_deepspeed.unset_hf_deepspeed_config()
+    try:
+        yield
+    finally:
+        hf_deepspeed._hf_deepspeed_config_weak_ref = held
 
 
 def load_full(model: torch.nn.Module, state: dict) -> None:
