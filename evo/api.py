@@ -32,7 +32,7 @@ from evo.database import Database
 from evo.database.config import DatabaseConfig, SearchSettings
 from evo.database.records import Program
 from evo.errors import UserError, WorkFailed
-from evo.loop import Evolution, LoopConfig, Progress, run
+from evo.loop import LoopConfig, Progress, run
 from evo.program import END, START
 from evo.scores import ERROR_KEY, FEEDBACK_KEY, unwrap
 
@@ -108,6 +108,7 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
     from evo import policies, spec
     from evo.sandbox import Sandbox
     from evo.sandbox.loader import ScorerError, absolute
+    from evo.search import Initial, Search
 
     code = program_text(program)
     if objectives is None:
@@ -132,19 +133,18 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
                         "isolation 'none') has no time limit: name it as 'file.py:function' to enforce one")
     out = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="evo-run-"))
     chosen = policies.load(policy) if isinstance(policy, str) else policy
-    db = Database.open(out, config)
+    sandbox = lambda: Sandbox(score, config.objectives, limits, minimize=config.minimize,  # noqa: E731
+                              weights=config.weight_vector)
+    opened = Search.open(out, config, sandbox, [Initial(code)])
+    db = opened.db
     try:
-        with Sandbox(score, config.objectives, limits, minimize=config.minimize, weights=config.weight_vector) as box:
-            if not db.programs:
-                first = box.evaluate(code)
-                if first.failure is not None:
-                    raise initial_fails(first.failure.kind, first.failure.message)
-                db.add_initial(code, first)
-            answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
-            loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers)
-            progress = run(Evolution(loop, db, policy if isinstance(policy, str) else type(policy).__name__), chosen, box)
+        answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
+        loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers)
+        progress = run(opened.evolution(loop, policy if isinstance(policy, str) else type(policy).__name__), chosen,
+                       opened.evaluator)
     except BaseException:
-        db.close()
+        opened.close()
         raise
+    opened.evaluator.close()
     ranked = sorted(db.evaluated(), key=lambda p: (-p.value, p.id))
     return Evolved(db.best(), ranked[:top], db, out, progress)

@@ -28,6 +28,13 @@ and make a resumed run identical to an uninterrupted one:
 Everything generated or evaluated is journaled in the run's database before it counts
 (evo/database/journal.py); `Evolution(config, db)` on a killed run's database resumes it.
 `run()` drives an Evolution with a policy called in the background and an evaluator pool.
+
+Observers (`Evolution(config, db, observers=[...])`) are told what the loop does, in order:
+`asking(group)` on the policy's thread just before the group's call, `told(Told)` with the
+group's replies and what they became before they are journaled, and `committed(Committed)`
+for each iteration before it is inserted. Each is told before the loop's own write, so an
+observer that writes what it is told has it on disk whenever the journal does (the online
+learner, training/online.py, is one).
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from evo.database import Database
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
 from evo.feedback import FAILURES_SHOWN
+from evo.metrics import front
 from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
@@ -121,19 +129,21 @@ class LoopConfig(RunOptions):
         """The settings a spec gives (LoopConfig.of its [search] and [prompt] tables)."""
         return cls.of(spec.search, spec.prompt, seed, run, **changes)
 
-    def answers_for(self, policy: str) -> int:
-        """Programs per reply of the named policy."""
-        return dict(self.policy_answers).get(policy, self.answers)
-
     def asked(self, policy: str) -> tuple[int, int]:
         """(programs per completion, completions per prompt) for the named policy."""
-        m = self.answers_for(policy)
-        return (1, self.samples * m) if self.answers_by == "samples" else (m, self.samples)
+        return asked(dict(self.policy_answers).get(policy, self.answers), self.samples, self.answers_by)
 
     @property
     def max_reply_bytes(self) -> int:
         """A longer reply is unparseable without being parsed (room for a program, its edits and prose)."""
         return REPLY_FACTOR * self.max_program_bytes + REPLY_SLACK
+
+
+def asked(m: int, samples: int, by: str) -> tuple[int, int]:
+    """(programs per completion, completions per prompt) when a policy answers with m programs
+    a reply and a prompt gets `samples` replies: m programs in one completion ("completion"),
+    or m completions of one program each ("samples")."""
+    return (1, samples * m) if by == "samples" else (m, samples)
 
 
 @dataclass
@@ -171,6 +181,36 @@ class PromptGroup:
         return [prompt.text for prompt in self.prompts]
 
 
+@dataclass(frozen=True)
+class Told:
+    """One group's replies as the loop was told them, and what they became."""
+
+    group: PromptGroup
+    replies: tuple[tuple[Any, ...], ...]  # per prompt, the policy's completions
+    candidates: tuple[Candidate, ...]  # the journal slots the replies filled (iteration, slot, status, ...)
+    front: np.ndarray  # (p, d) the front of the programs the group's prompts were sampled from (evo.metrics.front)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One iteration as it is inserted: its candidates and their evaluations by slot (a duplicate's
+    is the evaluation of the program it repeats, when the run has it)."""
+
+    iteration: int
+    candidates: tuple[Candidate, ...]
+    evaluations: Mapping[int, Evaluation]
+
+
+class Observer(Protocol):
+    """What the loop tells a watcher (see the module doc for when)."""
+
+    def asking(self, group: PromptGroup) -> None: ...
+
+    def told(self, told: Told) -> None: ...
+
+    def committed(self, iterations: Sequence[Committed]) -> None: ...
+
+
 FLUSH_SECONDS = 0.5  # the longest a finished iteration waits for its database commit
 REPLY_FACTOR, REPLY_SLACK = 4, 4096  # the reply cap: REPLY_FACTOR x max_program_bytes + REPLY_SLACK bytes
 
@@ -199,9 +239,11 @@ def choice_rng(seed: int, start: int) -> np.random.Generator:
 class Evolution:
     """The search's state between policy calls: ask for prompts, tell replies, commit evaluations."""
 
-    def __init__(self, config: LoopConfig, db: Database, policy: str | PolicyMix = "") -> None:
+    def __init__(self, config: LoopConfig, db: Database, policy: str | PolicyMix = "",
+                 observers: Sequence[Observer] = ()) -> None:
         """`policy`: the name stored with each program, or a PolicyMix of several named policies."""
         self.mix = policy if isinstance(policy, PolicyMix) else PolicyMix((policy,), (1.0,))
+        self.observers = tuple(observers)
         self._tally = PolicyTally()  # for the bandit: what the stored programs of each policy did
         self.config, self.db, self.policy = config, db, self.mix.names[0]
         self.objectives = db.config.objectives
@@ -312,6 +354,10 @@ class Evolution:
                         else [self._candidate(iteration, j, island, prompt, parents, completion and completion.text)])
                 candidates += [replace(c, policy=group.policy) for c in made]
         rejected = [(c, e) for c in candidates if c.status == PENDING and (e := self._rejection(c)) is not None]
+        if self.observers:
+            told = Told(group, tuple(tuple(r) for r in replies), tuple(candidates), self.front_at(group.start))
+            for observer in self.observers:
+                observer.told(told)
         with self.db.journal.store.transaction():  # a rejection is journaled with its candidate
             self.db.journal.add_candidates(candidates)
             self.db.journal.add_evaluations(rejected)
@@ -431,7 +477,28 @@ class Evolution:
         return target is not None and any(
             e.scores is not None and float(scalarize(e.scores, self.db.weights)) >= target for _, e in evaluated)
 
+    def front_at(self, start: int) -> np.ndarray:
+        """(p, d) the front of the evaluated programs the group starting at `start` was sampled
+        from: the initial programs and those of the iterations < max(0, start - lag)."""
+        cutoff = max(0, start - self.config.lag)
+        return front(self.db.store.scores_before(cutoff), len(self.objectives))
+
+    def _tell_committed(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
+        repeated = [c.hash for iteration, _ in batch for c in self._pending[iteration] if c.status == DUPLICATE]
+        originals = self.db.journal.originals(repeated) if repeated else {}
+        told = []
+        for iteration, evaluated in batch:
+            evaluations = {c.slot: e for c, e in evaluated}
+            candidates = tuple(self._pending[iteration])
+            evaluations.update({c.slot: originals[c.hash] for c in candidates
+                                if c.status == DUPLICATE and c.hash in originals})
+            told.append(Committed(iteration, candidates, evaluations))
+        for observer in self.observers:
+            observer.committed(told)
+
     def _insert(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
+        if self.observers:
+            self._tell_committed(batch)
         self.db.commit_iterations(batch, self.policy)  # programs and the counter, one transaction
         for iteration, _ in batch:
             for candidate in self._pending.pop(iteration):
@@ -481,6 +548,8 @@ def run(evolution: Evolution, policy, evaluator: Evaluator,
     mapping name -> Policy for a run of several (each group names its own)."""
 
     def generate(group: PromptGroup):
+        for observer in evolution.observers:
+            observer.asking(group)
         chosen = policy[group.policy] if isinstance(policy, Mapping) else policy
         return chosen.generate(group.texts, **group.options)
 
@@ -508,4 +577,4 @@ def run(evolution: Evolution, policy, evaluator: Evaluator,
     return evolution.progress
 
 
-__all__: Sequence[str] = ["Evaluator", "Evolution", "LoopConfig", "Progress", "PromptGroup", "run"]
+__all__: Sequence[str] = ["Committed", "Evaluator", "Evolution", "LoopConfig", "Observer", "Progress", "PromptGroup", "Told", "run"]

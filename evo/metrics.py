@@ -76,6 +76,18 @@ def pareto_mask(vectors: np.ndarray, block: int = 256) -> np.ndarray:
     return keep
 
 
+def front(vectors, d: int | None = None) -> np.ndarray:
+    """The front: the distinct rows of `vectors` (n, d) that no row dominates, in the order they
+    first appear ((0, d) for no rows; `d` gives the width when `vectors` is empty). The one
+    definition of "the Pareto front" in this project: the database's front programs, the
+    front F a set is measured against in training, the task oracles' and the reports' fronts."""
+    rows = np.asarray([np.asarray(v, dtype=np.float64) for v in vectors] if len(vectors) else np.zeros((0, d or 0)))
+    rows = rows.reshape(len(rows), -1)
+    kept = rows[pareto_mask(rows)]
+    _, first = np.unique(kept, axis=0, return_index=True)
+    return kept[np.sort(first)]
+
+
 def _pareto_mask_2d(vectors: np.ndarray) -> np.ndarray:
     """`pareto_mask` for two objectives in O(n log n): sorted by x (descending), a row is
     dominated when a row of larger x has a y as large, or a row of the same x a larger y."""

@@ -13,16 +13,17 @@ from __future__ import annotations
 import json
 import time
 from contextlib import contextmanager
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from evo import spec as specs
 from evo.database import Database
-from evo.errors import UserError, WorkFailed
-from evo.loop import Evolution, LoopConfig, Progress, RunOptions, run
+from evo.errors import UserError
+from evo.loop import LoopConfig, Observer, Progress, RunOptions, run
 from evo.policy_mix import PolicyMix
+from evo.search import Search
 
 RUN_FILE, LOCK_FILE = "run.json", "run.lock"
 LEGACY_JOURNAL_FILE = "journal.sqlite"  # the loop's journal before it moved into DATABASE_FILE
@@ -176,30 +177,6 @@ def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
     return LoopConfig.for_spec(spec, config.seed, config.loop, policy_answers=answers)
 
 
-def make_evaluator(spec: specs.Spec, executor: str):
-    if executor == "ray":
-        from evo.ray_executor import RayEvaluator
-
-        return RayEvaluator(spec)
-    from evo.sandbox.pool import Sandbox
-
-    return Sandbox.from_spec(spec)
-
-
-def seed_initial(spec: specs.Spec, db: Database, evaluator) -> None:
-    """Evaluate and insert the initial program(s) once; the run fails if the first one fails."""
-    if db.programs:
-        return
-    for index, path in enumerate(spec.problem.programs):
-        code = path.read_text(encoding="utf-8")
-        evaluation = evaluator.submit(code).result()
-        if index == 0 and not evaluation.ok:
-            failure = evaluation.failure
-            raise WorkFailed(f"the initial program {path} fails: {failure.kind}: {failure.message}; check it with evo check")
-        if not db.is_duplicate(code):
-            db.add_initial(code, evaluation)
-
-
 def write_best(spec: specs.Spec, db: Database, directory: Path) -> Path | None:
     best = db.best()
     if best is None:
@@ -226,39 +203,32 @@ def _exclusive(directory: Path):
         yield
 
 
-def execute(config: RunConfig, policy, progress: bool = True) -> str:
+def execute(config: RunConfig, policy, progress: bool = True, observers: Sequence[Observer] = ()) -> str:
     """Run (or continue) the loop to the budget or the target; return a one-line summary.
-    `policy`: a Policy, or name -> Policy for every name of `config.named`.
+    `policy`: a Policy, or name -> Policy for every name of `config.named`; `observers`: told
+    what the loop does (the online learner of `evo run --train`).
     The settings are saved to run.json only after the lock and the database accepted them."""
     with _exclusive(config.directory):
-        return _execute(config, policy, progress)
+        return _execute(config, policy, progress, observers)
 
 
-def _execute(config: RunConfig, policy, progress: bool) -> str:
+def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Observer]) -> str:
     spec = config.spec()
-    db = Database.open(config.directory, spec.database_config(config.seed),
-                       adopt=config.directory / LEGACY_JOURNAL_FILE)
-    evaluator = None
-    try:
+    with Search.of_spec(spec, config.directory, seed=config.seed, executor=config.executor,
+                        adopt=config.directory / LEGACY_JOURNAL_FILE) as search:
         config.save()
-        evaluator = make_evaluator(spec, config.executor)
-        seed_initial(spec, db, evaluator)
-        bar = _ProgressBar(spec.search.iterations, db.iteration, enabled=progress)
+        bar = _ProgressBar(spec.search.iterations, search.db.iteration, enabled=progress)
         try:
-            evolution = Evolution(loop_config(spec, config), db, config.mix(spec))
-            result = run(evolution, policy, evaluator, bar.update)
+            evolution = search.evolution(loop_config(spec, config), config.mix(spec), observers)
+            result = run(evolution, policy, search.evaluator, bar.update)
         except UserError as error:
-            if db.iteration > 0:
+            if search.db.iteration > 0:
                 raise
             raise type(error)(f"{error}{first_call_hint(config)}") from None
         finally:
             bar.close()
-        write_best(spec, db, config.directory)
+        write_best(spec, search.db, config.directory)
         return _summary(result, config.directory)
-    finally:
-        if evaluator is not None:
-            evaluator.close()
-        db.close()
 
 
 def first_call_hint(config: RunConfig) -> str:
@@ -302,4 +272,4 @@ class _ProgressBar:
         self._bar.close()
 
 
-__all__ = ["RunConfig", "check_spec", "execute", "make_evaluator", "new_config", "resume_config"]
+__all__ = ["RunConfig", "check_spec", "execute", "loop_config", "new_config", "resume_config"]

@@ -25,7 +25,7 @@ def main(rows_per_micro_batch: int) -> None:
     model = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=128, intermediate_size=512, num_hidden_layers=4,
                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                                          tie_word_embeddings=False)).eval()
-    rolls = Rollouts([], planner.probe_rollout(ROWS, PROMPT, COMPLETION, torch.device("cpu")), [], None, None, None)
+    rolls = Rollouts([], planner.probe_rollout(ROWS, PROMPT, COMPLETION, torch.device("cpu")), [], None, None, None, None)
     adv = np.random.default_rng(0).standard_normal(ROWS)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     base = dict(task="x", algo="grpo", init="x", out="x", prompts=ROWS // 8, group=8, max_new_tokens=COMPLETION,

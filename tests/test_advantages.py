@@ -204,7 +204,7 @@ def test_sobol_lowers_the_noise_of_vpo_scores():
 
 
 def test_bad_inputs_raise():
-    with pytest.raises(KeyError, match="registered"):
+    with pytest.raises(ValueError, match="registered"):
         compute("nope", rewards_of(1, 2, 1, 1), weights=np.ones(1), rng=RNG(0))
     with pytest.raises(ValueError, match="single-answer"):
         compute("grpo", rewards_of(1, 2, 3, 1), weights=np.ones(1), rng=RNG(0))

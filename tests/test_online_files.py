@@ -240,7 +240,8 @@ def test_a_step_whose_loss_is_not_finite_is_not_applied(init_dir):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     row = [Completion("ab", (5, 6), finish_reason="stop"), Completion("c", (7,), finish_reason="stop")]
     samples = as_rollout([[4, 5]], [row], tok.pad_token_id)
-    rolls = Rollouts([], samples, ["ab", "c"], np.zeros((1, 2, 1, 1)), np.zeros((1, 2), bool), np.zeros((1, 2), bool))
+    rolls = Rollouts([], samples, ["ab", "c"], np.zeros((1, 2, 1, 1)), np.zeros((1, 2), bool), np.zeros((1, 2), bool),
+                     np.zeros((1, 2), int))
     config = TrainConfig(task="online", algo="grpo", init=str(init_dir), out="-", max_new_tokens=64)
     state = State(config, None, model, tok, optimizer, None, 0)
     with pytest.raises(UserError, match="non-finite"):

@@ -27,20 +27,22 @@ def test_a_completions_programs_are_its_set_in_slot_order():
     scores = np.full((1, 6, 2), np.nan)
     scores[0, 0], scores[0, 2], scores[0, 3] = [0.2, 0.8], [0.6, 0.1], [0.2, 0.8]  # slot 3 repeats slot 0
     proposals = search_signal.Proposals(kinds, scores, np.full((1, 0, 2), np.nan))
-    rewards, failed = set_rewards(proposals, 2)
+    rewards = set_rewards(proposals, 2)
     assert rewards.shape == (1, 2, 3, 2)
     flat = search_signal.rewards(proposals)[:, :, 0]
     assert np.array_equal(rewards.reshape(1, 6, 2), flat)  # the rule per program, only regrouped
     assert np.array_equal(rewards[0, 0, 0], [0.2, 0.8]) and np.array_equal(rewards[0, 0, 2], [0.6, 0.1])
     assert (rewards[0, 1] < rewards[0, 0, 0]).all()  # a duplicate and two failures: below every valid program
-    assert failed.tolist() == [[False, True]]  # completion 1 holds no valid program
 
 
 @pytest.mark.parametrize("algo, m, by, per_completion", [("vpo_archive", 3, "completion", 3), ("vpo", 3, "completion", 3),
                                                          ("vpo_archive", 1, "completion", 1), ("grpo", 1, "completion", 1),
                                                          ("grpo", 3, "samples", 1), ("vpo_archive", 3, "samples", 1)])
 def test_the_programs_per_completion_an_estimator_learns_from(algo, m, by, per_completion):
-    assert OnlineSettings.of(algo, 4, {}).check_answers(m, by) == per_completion
+    from evo.loop import asked
+
+    assert asked(m, 4, by)[0] == per_completion
+    assert OnlineSettings.of(algo, 4, {}).check_answers(per_completion) == per_completion
 
 
 def test_an_estimator_refuses_a_reply_shape_it_cannot_learn_from():
@@ -49,7 +51,7 @@ def test_an_estimator_refuses_a_reply_shape_it_cannot_learn_from():
     with pytest.raises(UserError, match="scores a set"):
         OnlineSettings.of("vpo", 4, {}).check_answers(1)
     with pytest.raises(UserError, match="scores a set"):
-        OnlineSettings.of("vpo", 4, {}).check_answers(3, "samples")
+        OnlineSettings.of("vpo", 4, {}).check_answers(1)  # 3 answers by samples: one program a completion
 
 
 @pytest.mark.slow

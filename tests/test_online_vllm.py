@@ -20,19 +20,21 @@ if __name__ == "__main__":
     from evo.loop import RunOptions
     from evo.policies import load
     from evo.policies.sampler import Sampler
-    from training.online import OnlineSettings, online_policy
+    from training.online import Learner, OnlineSettings
     init, out, kv = sys.argv[1], sys.argv[2], int(sys.argv[3])
     overrides = {"prompt.style": "continue", "search.iterations": 4}
     config = run_dir.new_config("examples/nguyen7/problem.toml", "vllm:" + init, 0, out, overrides,
                                 RunOptions(batch=1, depth=1, max_new_tokens=12), "process")
     engine = load("vllm:" + init, dtype="float32", max_model_len=512, kv_cache_memory_bytes=kv, enforce_eager=True)
     settings = OnlineSettings("grpo", 1, {"entropy_coef": 0.05, "lr": 0.01, "idle_steps": 0})
-    policy = online_policy(engine, config, settings)
-    run_dir.execute(config, policy, progress=False)
-    prompt = [list(policy.tokenizer("import numpy as np\\n\\n\\n# EVOLVE-BLOCK-START\\ndef f(x):\\n").input_ids)]
+    spec = config.spec()
+    learner = Learner.of(engine, config.directory, run_dir.loop_config(spec, config), config.policy, spec.problem, settings)
+    run_dir.execute(config, engine, progress=False, observers=[learner])
+    model, tokenizer = learner.state.model, learner.state.tokenizer
+    prompt = [list(tokenizer("import numpy as np\\n\\n\\n# EVOLVE-BLOCK-START\\ndef f(x):\\n").input_ids)]
     served = [c.text for c in engine.generate(prompt, n=1, max_new_tokens=16, temperature=0.0)[0]]
-    trained = [c.text for c in Sampler(policy.model, policy.tokenizer).sample(prompt, n=1, max_new_tokens=16, temperature=0.0).completions[0]]
-    print("RESULT " + json.dumps({"served": served, "trained": trained, "steps": policy.step}))
+    trained = [c.text for c in Sampler(model, tokenizer).sample(prompt, n=1, max_new_tokens=16, temperature=0.0).completions[0]]
+    print("RESULT " + json.dumps({"served": served, "trained": trained, "steps": learner.state.step}))
 """
 
 

@@ -59,7 +59,7 @@ def config(init, out, **overrides) -> TrainConfig:
 def test_a_tiny_run_plans_one_micro_batch_and_trains_as_before(tmp_path, capsys):
     """The shipped tiny model without --micro-batches: one micro-batch, the same step as --micro-batches 1."""
     common = dict(task="maze", algo="vpo", init=str(CHECKPOINTS / "maze-warmup"), steps=2, prompts=2, group=4,
-                  max_new_tokens=64, seed=1, device="cpu", max_empty_steps=0)
+                  max_new_tokens=64, seed=1, device="cpu", idle_steps=0)
     planned = run(TrainConfig(**common, out=str(tmp_path / "a")), task=get("maze"), progress=False)
     assert "1 per step at most), gradient checkpointing off" in capsys.readouterr().err
     fixed = run(TrainConfig(**common, out=str(tmp_path / "b"), micro_batches=1), task=get("maze"), progress=False)

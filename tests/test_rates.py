@@ -59,7 +59,7 @@ def test_the_shipped_tiny_models_keep_their_rate(tmp_path):
     init = CHECKPOINTS / "maze-warmup"
     assert rates.parameters_at(str(init)) < rates.TINY_PARAMETERS
     run(config(init, out=str(tmp_path), steps=1, prompts=1, group=2, max_new_tokens=16, device="cpu",
-               max_empty_steps=0), task=get("maze"), progress=False)
+               idle_steps=0), task=get("maze"), progress=False)
     saved = json.loads((tmp_path / "train_config.json").read_text())
     assert saved["lr"] == 2e-4 and saved["weight_dtype"] == "float32" and saved["bf16"] is False
 

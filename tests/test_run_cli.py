@@ -236,7 +236,7 @@ def test_resume_a_finished_run_with_a_larger_budget(problem, tmp_path):
 
 def test_text_programs_are_evaluated_as_text(tmp_path):
     from evo import spec as specs
-    from evo.run_dir import make_evaluator
+    from evo.search import make_evaluator
 
     (tmp_path / "route.txt").write_text("maze\n# EVOLVE-BLOCK-START\nRRDD\n# EVOLVE-BLOCK-END\n")
     (tmp_path / "score.py").write_text(

@@ -62,10 +62,10 @@ def test_a_failure_earns_less_than_every_valid_program(tmp_path, minimize):
         adv = advantages.compute("grpo", rewards.reshape(1, 4, 1, 2), weights=task.weights, rng=np.random.default_rng(0))[0]
         assert adv[1] > adv[0] > max(adv[2], adv[3])  # the exact f, then the closer one, then the failures
         assert adv[2] == adv[3] < 0
-        front = task.archive(instances)[0]
+        front = task.front(instances)[0]
         assert (rewards[2, 0] < np.nanmin(front, axis=0)).all() and (rewards[2, 0] < rewards[:2, 0].min(axis=0)).all()
         gain = advantages.compute("vpo_archive", rewards.reshape(1, 4, 1, 2), weights=task.weights,
-                                  rng=np.random.default_rng(0), archive=task.archive(instances))[0]
+                                  rng=np.random.default_rng(0), front=task.front(instances))[0]
         assert gain[2] == gain[3] == gain.min()  # no weighting prefers a failure
 
 
@@ -112,11 +112,28 @@ def test_the_floor_is_below_every_vector_whatever_the_signs(tmp_path):
             assert (rewards[failed] < known.min(axis=0)).all()
 
 
-def test_both_commands_give_the_same_rewards_for_the_same_journal_rows(tmp_path):
-    """`evo train --spec` scores a step as it commits it; `evo run --train` reads the same rows
-    back from the run's journal with its recorded groups: the same rewards, for every rule."""
-    from training.online import read_proposals
-    from training.online_files import Group
+class Recorder:
+    """An observer of the loop that keeps what it is told, as the online learner writes it."""
+
+    def __init__(self) -> None:
+        self.groups: list = []
+        self.outcomes: dict = {}
+
+    def asking(self, group) -> None:
+        pass
+
+    def told(self, told) -> None:
+        self.groups.append(told)
+
+    def committed(self, iterations) -> None:
+        self.outcomes.update((c.iteration, c) for c in iterations)
+
+
+def test_both_commands_give_the_same_rewards_for_the_same_proposals(tmp_path):
+    """`evo train --spec` scores a step as the loop commits it; `evo run --train`'s learner writes
+    what the loop tells it to RUN/online/ and reads it back: the same rewards, for every rule."""
+    from training.online import proposals_of
+    from training.online_files import GROUPS, OUTCOMES, Group, Outcome
 
     spec = specs.load(NGUYEN7).override({"sandbox.workers": 2})
     step = [[Completion(EXACT), Completion(EXACT), Completion(RAISES), Completion("no code")],
@@ -125,13 +142,25 @@ def test_both_commands_give_the_same_rewards_for_the_same_journal_rows(tmp_path)
         out = tmp_path / f"{rule}-{failures}"
         with SpecTask.open(spec, out, seed=0, prompts_per_step=2, duplicates=rule, failures=failures) as task:
             task.score_completions(task.instances("train", 2), [[Completion(HALF)] * 4, [Completion("none")] * 4])
+            recorder = Recorder()
+            task.evolution.observers += (recorder,)
             instances = task.instances("train", 2)
             rewards, _, kinds = task.score_completions(instances, step)
             assert kinds.tolist() == [VALID, DUPLICATE, FAILED, UNPARSED, CUT, DUPLICATE, DUPLICATE, DUPLICATE]
-            groups = [Group(2, (1, 2), tuple((c.text, (3,), c.finish_reason) for c in row)) for row in step]
-            online, _ = read_proposals(out / "programs.sqlite", range(2, 4), groups, lag=0, d=3)
+            directory = tmp_path / f"online-{rule}-{failures}"
+            (directory / GROUPS).mkdir(parents=True)
+            (directory / OUTCOMES).mkdir()
+            told = recorder.groups[0]
+            for offset, row in enumerate(told.replies):
+                completions = tuple((c.text, (3,), c.finish_reason) for c in row)
+                Group(told.group.start, (1, 2), completions, told.front).write(directory, told.group.start + offset)
+            for iteration, committed in recorder.outcomes.items():
+                Outcome(*search_signal.outcome(committed.candidates, committed.evaluations, 4, 3)).write(directory, iteration)
+            groups = [Group.read(directory, i, 10, 3) for i in (2, 3)]
+            outcomes = [Outcome.read(directory, i, 4, 3, len(search_signal.KINDS)) for i in (2, 3)]
+            online = proposals_of(groups, outcomes, 1)
             np.testing.assert_array_equal(search_signal.rewards(online, rule, failures).reshape(-1, 1, 3), rewards)
-            np.testing.assert_array_equal(online.fronts, task.archive(instances))  # one front F
+            np.testing.assert_array_equal(online.fronts, task.front(instances))  # one front F
             journal = CandidateJournal(task.db.store)
             assert journal.next_iteration() == 4
             assert len(task.db.store.scores_before(0)) == 1 and len(task.db.store.scores_before(2)) == 2
@@ -170,7 +199,7 @@ def test_a_repeat_of_the_initial_program_earns_its_stored_score_under_score(tmp_
     spec = specs.load(NGUYEN7).override({"sandbox.workers": 1})
     initial = Path(NGUYEN7).with_name("initial.py").read_text()
     with SpecTask.open(spec, tmp_path, seed=0, prompts_per_step=1, duplicates="score") as task:
-        front = task.front()
+        front = task.evolution.front_at(task.evolution.generated)
         rewards, _, kinds = task.score_completions(task.instances("train", 1),
                                                    [[Completion(f"```python\n{initial}```"), Completion(HALF)]])
         assert kinds.tolist() == [DUPLICATE, VALID]

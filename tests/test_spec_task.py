@@ -29,7 +29,7 @@ def test_a_steps_proposals_are_scored_in_the_sandbox_and_grow_the_database(tmp_p
         first = task.instances("train", 2)
         assert [i.index for i in first] == [0, 1] and task.instances("train", 1)[0].data.group == first[0].data.group
         assert "```python" in task.prompt(first[0]) and task.stop(first) == ()
-        front = task.archive(first)
+        front = task.front(first)
         assert front.shape == (2, 1, 3) and np.all(front[:, 0] > 0.5)  # the initial program
         completions = [[Completion(EXACT), Completion("no code here")],
                        [Completion(RAISES), Completion(HALF, finish_reason="length")]]
@@ -44,7 +44,7 @@ def test_a_steps_proposals_are_scored_in_the_sandbox_and_grow_the_database(tmp_p
         assert sum(p.policy == POLICY_NAME and not p.ok for p in task.db.evaluated(ok_only=False)) == 1  # the raising one
         second = task.instances("train", 2)
         assert [i.index for i in second] == [2, 3]
-        np.testing.assert_allclose(task.archive(second)[0, 0], 1.0)  # the front is now the exact program
+        np.testing.assert_allclose(task.front(second)[0, 0], 1.0)  # the front is now the exact program
         assert task.score(second[0], task.parse(second[0], HALF)).shape == (1, 3)
 
 
@@ -102,14 +102,14 @@ def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_
     with open_task(tmp_path / "out") as task:
         state = trainer.setup(config, resume=False, task=task)
         state.sampler = Scripted(state.tokenizer, [EXACT, HALF, "no program"])
-        front = task.front()  # the initial program only
+        front = task.evolution.front_at(task.evolution.generated)  # the initial program only
         rolls, adv = trainer.rollout(state)
         assert rolls.parse_failed[:, 2].all() and (rolls.rewards[0, 0] > 0.99).all()
         assert rolls.kinds[1].tolist() == [search_signal.DUPLICATE] * 2 + [search_signal.UNPARSED]  # prompt 0's programs again
         assert (rolls.rewards[:, 2] < rolls.rewards[:, 1]).all()  # unparseable: below HALF, and below a duplicate
         rng = trainer.seeds(config, 0)[2]
         expected = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=rng, K=20,
-                                      archive=np.stack([front, front]))
+                                      front=np.stack([front, front]))
         np.testing.assert_allclose(adv, expected)
         plain = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=trainer.seeds(config, 0)[2], K=20)
         assert not np.allclose(adv, plain)  # the front mattered

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from evo.errors import UserError
+from evo.errors import UserError, WorkFailed
 from training.tiny import char_tokenizer
 from tests.toytask import CharMix
 from training import checkpoint, models
@@ -156,12 +156,13 @@ def test_export_stores_half_weights_but_says_float32(init_dir, tmp_path):
 
 
 def test_a_run_whose_completions_are_cut_off_stops_in_one_line(init_dir, tmp_path):
-    """Every completion truncated by a 1-token budget: the run stops after --max-empty-steps
-    steps with a line naming the budget, instead of training on zero rewards to the end."""
-    with pytest.raises(UserError, match=r"no training signal for 2 steps in a row .*cut off at --max-new-tokens 1"):
-        run(config(init_dir, tmp_path / "cut", max_new_tokens=1, max_empty_steps=2), task=CharMix(), progress=False)
+    """Every completion truncated by a 1-token budget: the run stops after --idle-steps steps
+    with a line naming the budget, instead of training on zero rewards to the end (the one stop
+    rule, search_signal.idle_cause, that spec training and online training obey too)."""
+    with pytest.raises(WorkFailed, match=r"nothing to learn in the last 2 training steps .*cut off by the token budget"):
+        run(config(init_dir, tmp_path / "cut", max_new_tokens=1, idle_steps=2), task=CharMix(), progress=False)
     assert [r["step"] for r in checkpoint.read_metrics(tmp_path / "cut")] == [1, 2]
-    records = run(config(init_dir, tmp_path / "on", max_new_tokens=1, max_empty_steps=0), task=CharMix(), progress=False)
+    records = run(config(init_dir, tmp_path / "on", max_new_tokens=1, idle_steps=0), task=CharMix(), progress=False)
     assert len(records) == 4 and records[0]["truncated"] >= 0.9  # 0: trains on, whatever it sees
 
 

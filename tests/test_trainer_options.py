@@ -14,7 +14,7 @@ from evo.errors import UserError
 from tests.test_trainer import config, init_dir, strip_time  # noqa: F401 (init_dir is a fixture)
 from tests.toytask import CharMix, GoalCharMix
 from training import advantages, trainer
-from training.rollouts import answers_for, collect
+from training.rollouts import collect
 from training.trainer import run
 
 torch.set_num_threads(1)
@@ -26,7 +26,7 @@ def rollout_before_the_options(state):
     cfg = state.config
     instance_seed, sample_seed, rng = trainer.seeds(cfg, state.step)
     instances = state.task.instances("train", cfg.prompts, seed=instance_seed)
-    rolls = collect(state.model, state.tokenizer, state.task, instances, m=answers_for(cfg.algo, cfg.answers),
+    rolls = collect(state.model, state.tokenizer, state.task, instances, m=cfg.set_size,
                     group=cfg.group, max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                     top_p=cfg.top_p, seed=sample_seed)
     return rolls, advantages.compute(cfg.algo, rolls.rewards, weights=state.task.weights, rng=rng, **cfg.options)

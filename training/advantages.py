@@ -8,9 +8,9 @@ source of randomness. Broadcasting to tokens, masking and the loss live in the t
 Each registry entry says which prompt its rollouts answer (`Entry.prompt`): `single` (one
 answer, m == 1), `set` (m answers in one completion) or `goal` (one answer to a prompt that
 shows a Dirichlet weight, which the trainer draws per prompt group and passes as `goals`).
-An entry with `archive=True` scores a rollout against the Pareto archive of the program
-database its prompt was built from (`archive`, (B, p, d), padded with NaN rows) and takes
-any m >= 1 answers per rollout.
+An entry with `front=True` scores a rollout against the front F of the program database its
+prompt was built from (`front`, (B, p, d), padded with NaN rows: the Pareto front,
+evo.metrics.front) and takes any m >= 1 answers per rollout.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Entry:
 
     function: Estimator
     prompt: str = "single"  # one of PROMPTS
-    archive: bool = False  # takes `archive` (B, p, d): the front of each prompt's program database
+    front: bool = False  # takes `front` (B, p, d): the front F of each prompt's program database
 
     def __post_init__(self) -> None:
         if self.prompt not in PROMPTS:
@@ -56,7 +56,7 @@ class Entry:
 
 
 REGISTRY: dict[str, Entry] = {}
-INPUTS = ("weights", "rng", "goals", "archive")  # keyword arguments the trainer supplies; the others are options
+INPUTS = ("weights", "rng", "goals", "front")  # keyword arguments the trainer supplies; the others are options
 
 
 def _number(value: object) -> TypeGuard[int | float]:
@@ -90,12 +90,12 @@ def option_names(function: Estimator) -> tuple[str, ...]:
                  if p.kind is p.KEYWORD_ONLY and p.name not in INPUTS)
 
 
-def register(name: str, prompt: str = "single", archive: bool = False) -> Callable[[Estimator], Estimator]:
+def register(name: str, prompt: str = "single", front: bool = False) -> Callable[[Estimator], Estimator]:
     def decorate(function: Estimator) -> Estimator:
         unruled = [option for option in option_names(function) if option not in OPTIONS]
         if unruled:
             raise ValueError(f"estimator {name}: option {unruled[0]!r} has no rule in OPTIONS")
-        REGISTRY[name] = Entry(function, prompt, archive)
+        REGISTRY[name] = Entry(function, prompt, front)
         return function
 
     return decorate
@@ -117,9 +117,14 @@ def option_problem(name: str, options: Mapping[str, object], group: int | None =
     return ""
 
 
+class UnknownEstimator(ValueError):
+    """A name the registry does not hold (the one check of an estimator's name)."""
+
+
 def entry(name: str) -> Entry:
+    """The registered estimator `name`; UnknownEstimator, with the registered names, otherwise."""
     if name not in REGISTRY:
-        raise KeyError(f"unknown advantage estimator {name!r}; registered: {', '.join(sorted(REGISTRY))}")
+        raise UnknownEstimator(f"unknown estimator {name!r}; registered: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name]
 
 
@@ -133,7 +138,7 @@ def compute(name: str, rewards: np.ndarray, *, weights: np.ndarray, rng: np.rand
         raise ValueError(f"rewards must have shape (B, G, m, d), got {rewards.shape}")
     if weights.shape != (rewards.shape[3],):
         raise ValueError(f"weights must have shape ({rewards.shape[3]},), got {weights.shape}")
-    if not estimator.multi_answer and not estimator.archive and rewards.shape[2] != 1:
+    if not estimator.multi_answer and not estimator.front and rewards.shape[2] != 1:
         raise ValueError(f"{name} is a single-answer estimator; rewards have m={rewards.shape[2]}")
     return estimator(rewards, weights=weights, rng=rng, **options)
 
@@ -291,47 +296,47 @@ def vpo(
     return zscore(vpo_scores(rewards, w))
 
 
-def archive_front(archive: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """max over each group's archive rows of w_k . r_f: (B, K); -inf for a group whose archive
-    is empty (a NaN row is padding, not a program)."""
-    present = ~np.isnan(archive).any(axis=2)  # (B, p)
-    values = np.einsum("bpd,bkd->bkp", np.nan_to_num(archive), w)
+def front_values(front: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """max over each group's front rows of w_k . r_f: (B, K); -inf for a group whose front is
+    empty (a NaN row is padding, not a program)."""
+    present = ~np.isnan(front).any(axis=2)  # (B, p)
+    values = np.einsum("bpd,bkd->bkp", np.nan_to_num(front), w)
     return np.where(present[:, None, :], values, -np.inf).max(axis=2, initial=-np.inf)
 
 
-def archive_gain(rewards: np.ndarray, archive: np.ndarray, w: np.ndarray) -> np.ndarray:
+def front_gain(rewards: np.ndarray, front: np.ndarray, w: np.ndarray) -> np.ndarray:
     """R(S) = mean_k max(max_S w_k.r, max_F w_k.r) - mean_k max_F w_k.r: (B, G). A group with an
-    empty archive scores plain VPO's R(S) = mean_k max_S w_k.r."""
+    empty front scores plain VPO's R(S) = mean_k max_S w_k.r."""
     best = np.einsum("bgmd,bkd->bgkm", rewards, w).max(axis=3)  # (B, G, K)
-    front = archive_front(archive, w)[:, None, :]  # (B, 1, K)
-    gain = np.where(np.isfinite(front), np.maximum(best, front) - front, best)
+    reached = front_values(front, w)[:, None, :]  # (B, 1, K)
+    gain = np.where(np.isfinite(reached), np.maximum(best, reached) - reached, best)
     return gain.mean(axis=2)
 
 
-@register("vpo_archive", archive=True)
+@register("vpo_archive", front=True)
 def vpo_archive(
     rewards: np.ndarray,
     *,
     weights: np.ndarray,
     rng: np.random.Generator,
-    archive: np.ndarray | None = None,
+    front: np.ndarray | None = None,
     K: int = 100,
     alpha: float = 1.0,
     sobol: bool = False,
 ) -> np.ndarray:
-    """VPO against the archive: a rollout's m >= 1 answers are worth their expected improvement
-    over the Pareto archive F of its prompt's program database, under K weightings shared by the
-    prompt group; then the group z-score. `archive` (B, p, d), padded with NaN rows; None or
-    no rows: plain VPO (the same weightings are drawn)."""
+    """VPO against the front: a rollout's m >= 1 answers are worth their expected improvement
+    over the front F of its prompt's program database, under K weightings shared by the prompt
+    group; then the group z-score. `front` (B, p, d), padded with NaN rows; None or no rows:
+    plain VPO (the same weightings are drawn)."""
     b, _, _, d = rewards.shape
-    archive = np.full((b, 0, d), np.nan) if archive is None else np.asarray(archive, dtype=np.float64)
-    if archive.ndim != 3 or archive.shape[0] != b or archive.shape[2] != d:
-        raise ValueError(f"archive must have shape (B, p, d) = ({b}, p, {d}), got {archive.shape}")
+    front = np.full((b, 0, d), np.nan) if front is None else np.asarray(front, dtype=np.float64)
+    if front.ndim != 3 or front.shape[0] != b or front.shape[2] != d:
+        raise ValueError(f"front must have shape (B, p, d) = ({b}, p, {d}), got {front.shape}")
     w = dirichlet_weights(rng, b, K, d, alpha, sobol)
-    return zscore(archive_gain(rewards, archive, w))
+    return zscore(front_gain(rewards, front, w))
 
 
-def pad_archives(fronts: list[np.ndarray], d: int) -> np.ndarray:
+def pad_fronts(fronts: list[np.ndarray], d: int) -> np.ndarray:
     """Stack per-prompt fronts (p_i, d) into (B, max p_i, d), padding with NaN rows."""
     p = max((len(f) for f in fronts), default=0)
     padded = np.full((len(fronts), p, d), np.nan)

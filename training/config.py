@@ -13,6 +13,7 @@ from training.models import ModelOptions
 from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
 
 CONFIG_FILE = "train_config.json"
+SET_SIZE = "set_size"  # train_config.json's record of the answers per completion the model was trained to write
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
 # the field types TrainConfig checks (annotations as written, under `from __future__ import annotations`)
 _TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)),
@@ -50,10 +51,9 @@ class TrainConfig:
     bf16: bool | None = None  # bfloat16 autocast of float32 weights (None: on CUDA for a 16-bit checkpoint; training/precision.py)
     weight_dtype: str = "auto"  # auto (float32 masters for full fine-tuning) | float32 | bfloat16 (pure bf16, warned)
     seed: int = 0
-    max_empty_steps: int = 5  # stop after this many steps in a row with >= 90% truncated or unparseable (0: never)
     duplicates: str = DEFAULT_DUPLICATES  # a spec's duplicate proposals earn (training/search_signal.py DUPLICATE_RULES)
     failures: str = DEFAULT_FAILURES  # a spec's failed, unparseable and cut-off proposals earn (search_signal.FAILURE_RULES)
-    idle_steps: int = IDLE_STEPS  # a spec's training stops after this many steps in a row with nothing to learn (0: never)
+    idle_steps: int = IDLE_STEPS  # training stops after this many steps in a row with nothing to learn (0: never; search_signal.idle_cause)
     save_every: int = 50
     snapshot_every: int = 0  # also keep the weights of every Nth step in out/steps/ (0: never)
     options: dict[str, Any] = field(default_factory=dict)  # estimator options (K, alpha, sobol, k)
@@ -89,7 +89,7 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "max_empty_steps", "idle_steps", "micro_batches"):
+        for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "idle_steps", "micro_batches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name, rules in (("duplicates", DUPLICATE_RULES), ("failures", FAILURE_RULES)):
@@ -109,8 +109,7 @@ class TrainConfig:
             raise ValueError("tis_cap corrects for vLLM's sampling: it needs rollouts vllm (the local sampler is the trained model)")
         if self.micro_batches > self.prompts * self.group:
             raise ValueError(f"micro_batches ({self.micro_batches}) exceeds the rollouts per step ({self.prompts * self.group})")
-        if self.algo not in advantages.REGISTRY:
-            raise ValueError(f"unknown algorithm {self.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
+        advantages.entry(self.algo)  # the registry's check
         problem = advantages.option_problem(self.algo, self.options, group=self.group)
         if problem:
             raise ValueError(f"bad --option for {self.algo}: {problem}")
@@ -127,11 +126,19 @@ class TrainConfig:
         return ModelOptions(self.device, bool(self.gradient_checkpointing), self.lora_rank, self.lora_alpha)
 
     @property
+    def set_size(self) -> int:
+        """Answers per rollout: `answers` for an estimator that trains on sets, else 1. The one
+        rule for m on the training side; a checkpoint records it (train_config.json's
+        "set_size"), and the search asks a checkpoint for that many programs per reply."""
+        return self.answers if advantages.entry(self.algo).multi_answer else 1
+
+    @property
     def norm(self) -> int:
         return self.loss_norm or self.max_new_tokens
 
     def save(self, directory: Path) -> None:
-        (directory / CONFIG_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")
+        data = {**asdict(self), SET_SIZE: self.set_size}  # what evo.policies.trained_answers reads
+        (directory / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
     @classmethod
     def load(cls, directory: Path) -> "TrainConfig":

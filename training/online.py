@@ -1,38 +1,41 @@
 """Test-time training: the search's own proposals train its policy during `evo run`.
 
-    policy = online_policy(LocalPolicy(path), config, OnlineSettings.of("vpo_archive", 4, {}))  # config: a RunConfig
-    run_dir.execute(config, policy)            # evo run SPEC --policy local:PATH --train vpo_archive
+    learner = Learner.of(policy, run, loop, name, spec.problem, OnlineSettings.of("vpo_archive", 4, {}))
+    run_dir.execute(config, policy, observers=[learner])     # evo run SPEC --policy local:PATH --train vpo_archive
 
-The loop (evo/loop.py) stays ignorant of training: this wrapper is the Policy it calls. A
-`local:` policy's own torch model is trained; for a `vllm:` policy a torch copy of the
-checkpoint is trained and its weights pushed into the engine after every step (and on resume). A
-group is the completions of one prompt (one iteration); their score vectors are what the
-loop journaled. A policy that answers with a set of m programs per completion (a VPO
-checkpoint's trained m) trains on the sets: a completion's m journaled programs are its
-answers (rewards (B, G, m, d)), scored together by a set estimator (`vpo_archive`: the set's
-gain over the front F; `vpo`); a single-answer estimator refuses such a policy. The rule that makes a run deterministic for a seed whatever the timing, and
-a killed run resume to the same programs and weights:
+The learner is an observer of the loop (evo.loop.Observer): it is told each group's replies
+and the front its prompts were built from before they are journaled, and each iteration's
+evaluations before it is inserted, and writes both to RUN/online/; it never opens the run's
+database. The policy is a Trainable (evo.policies.base: `local:` trains its own sampling model,
+`vllm:` a torch copy whose weights are pushed into the engine after every step and on resume).
+A group is the completions of one prompt (one iteration). A policy that answers with a set of
+m programs per completion (a VPO checkpoint's trained m) trains on the sets: a completion's m
+journal slots are its answers (rewards (B, G, m, d)), scored together by a set estimator
+(`vpo_archive`: the set's gain over the front F; `vpo`); a single-answer estimator refuses such
+a policy. Each step is training.trainer.train_step, the one step `evo train` takes too. The
+rule that makes a run deterministic for a seed whatever the timing, and a killed run resume to
+the same programs and weights:
 
-- before generating the group that starts at iteration s, the policy has taken every step k
-  with k * every <= max(0, s - lag) (lag = the loop's depth x batch: those iterations are
-  committed when the group is asked);
-- step k is one PPO-clip step (training.trainer.update) on the groups of iterations
-  [(k - 1) * every, k * every), log-probs recomputed under the current weights, advantages
-  from the estimator with a generator seeded by (seed, k). Staleness: a group was sampled by
-  weights at most 1 + lag // every steps older than those it trains.
+- when the loop is about to ask for the group that starts at iteration s (`asking`, on the
+  policy's thread), the learner has taken every step k with k * every <= max(0, s - lag)
+  (lag = the loop's depth x batch: those iterations are committed when the group is asked);
+- step k trains on the groups of iterations [(k - 1) * every, k * every), log-probs
+  recomputed under the current weights, advantages from the estimator with a generator seeded
+  by (seed, k). Staleness: a group was sampled by weights at most 1 + lag // every steps older
+  than those it trains.
 
 What a proposal earns, and the front F `vpo_archive` measures it against, are
 training/search_signal.py's rule (shared with `evo train --spec`): a failure earns the floor,
-below every valid program; a duplicate by the `duplicates` setting. When `idle_steps` steps in a
-row taught nothing (all failed, all repeated, zero advantage everywhere), training stops: the
+below every valid program; a duplicate by the `duplicates` setting. When `idle_steps` steps in
+a row taught nothing (all failed, all repeated, zero advantage everywhere), training stops: the
 message is printed once and written to RUN/online/stopped.json (`evo show` says it) and the
 search goes on with the policy frozen.
 
-`online_policy` builds it from the run's own loop settings (the lag, the completions per
-prompt), for `evo run --train` and `evo compare --spec --train` alike. State in RUN/online/:
-settings.json, groups/ITERATION.json (prompt token ids and completions, written before the
-loop journals them), state.pt (weights, optimizer, step; replaced atomically after each step),
-metrics.jsonl (one line per step) and stopped.json; each is typed and checked on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
+State in RUN/online/: settings.json, groups/ITERATION.json (prompt token ids, completions and
+front, written when the loop is told them), outcomes/ITERATION.json (what each proposal became,
+written when the loop commits it), state.pt (weights, optimizer, step; replaced atomically
+after each step), metrics.jsonl (one line per step) and stopped.json; each is typed and checked
+on read (evo/training_log.py, training/online_files.py). Every setting is checked when the
 settings are made, before any work (OnlineSettings); a step whose loss or gradient is not
 finite stops the run before the optimizer applies it.
 """
@@ -43,29 +46,25 @@ import json
 import sys
 import threading
 import time
-from contextlib import closing
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 
-from evo.database import DB_FILE
-from evo.database.journal import CandidateJournal
-from evo.database.store import Store
 from evo.errors import UserError
+from evo.loop import Committed, LoopConfig, PromptGroup, Told
+from evo.policies.base import Completion, Trainable
 from evo.training_log import (DIRECTORY, METRICS_FILE, Settings, damaged, move_online, read_metrics,
                               read_stopped, truncate_metrics, write_stopped)
-from evo.policies.base import Completion
-from evo.scores import scalarize
 from training import advantages, rates, search_signal
+from training.advantages import pad_fronts
 from training.config import TrainConfig
-from training.online_files import GROUPS, Group, load_state, save_state
+from training.online_files import GROUPS, OUTCOMES, Group, Outcome, load_state, save_state
 from training.rollouts import Rollouts
-
-if TYPE_CHECKING:
-    from tasks import Task
+from training.trainer import Batch, State, finite, not_finite, train_step
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
                 "duplicates", "failures", "idle_steps")
@@ -83,14 +82,16 @@ class OnlineSettings(Settings):
     on the command line before any work, and when read back on --resume."""
 
     def __post_init__(self) -> None:
-        if self.algo not in advantages.REGISTRY:
-            raise UserError(f"--train {self.algo!r}: unknown estimator; registered: {', '.join(sorted(advantages.REGISTRY))}")
-        if advantages.entry(self.algo).goal_conditioned:
+        try:
+            estimator = advantages.entry(self.algo)
+        except advantages.UnknownEstimator as error:
+            raise UserError(f"--train: {error}") from None
+        if estimator.goal_conditioned:
             raise UserError(f"--train {self.algo}: a search prompt shows no weighting; use vpo_archive, vpo, or a "
                             "single-answer estimator such as grpo")
         if self.every < 1:
             raise UserError(f"--train-every must be >= 1, got {self.every}")
-        names = advantages.option_names(advantages.entry(self.algo).function)
+        names = advantages.option_names(estimator.function)
         unknown = sorted(set(self.train) - set(TRAIN_FIELDS)) + sorted(set(self.options) - set(names))
         if unknown:
             raise UserError(f"--train-option {unknown[0]}: neither a training setting ({', '.join(TRAIN_FIELDS)}) "
@@ -103,17 +104,16 @@ class OnlineSettings(Settings):
         except ValueError as error:
             raise UserError(f"--train-option {error}") from None
 
-    def check_answers(self, m: int, by: str = "completion") -> int:
-        """The programs per completion the estimator learns from, for a policy answering with
-        `m` programs per reply (`by`: [search] answers_by); refuses a shape it cannot learn from.
-        With m programs in one completion ("completion") they are one set, scored together by a
-        set estimator (vpo_archive: the set's gain over the front; vpo, multi_rlvr); a
-        single-answer estimator (grpo, ...) needs one program per completion."""
-        per_completion = m if by == "completion" else 1
+    def check_answers(self, per_completion: int) -> int:
+        """`per_completion`, the programs in each completion of the policy (LoopConfig.asked),
+        when the estimator can learn from that shape; else a one-line UserError. m > 1 programs
+        in one completion are one set, scored together by a set estimator (vpo_archive: the
+        set's gain over the front; vpo, multi_rlvr); a single-answer estimator (grpo, ...)
+        needs one program per completion."""
         estimator = advantages.entry(self.algo)
-        if per_completion > 1 and not (estimator.multi_answer or estimator.archive):
-            raise UserError(f"--train {self.algo} learns from one program per reply, and this policy answers with {m}: "
-                            "train on the sets with --train vpo_archive (or vpo), or pass --answers 1")
+        if per_completion > 1 and not (estimator.multi_answer or estimator.front):
+            raise UserError(f"--train {self.algo} learns from one program per reply, and this policy answers with "
+                            f"{per_completion}: train on the sets with --train vpo_archive (or vpo), or pass --answers 1")
         if per_completion == 1 and estimator.multi_answer:
             raise UserError(f"--train {self.algo} scores a set of programs per reply, and this policy answers with one: "
                             "give --answers 2 or more (a policy trained on sets), or use vpo_archive or grpo")
@@ -124,6 +124,20 @@ class OnlineSettings(Settings):
         problem = advantages.option_problem(self.algo, self.options, group)
         if problem:
             raise UserError(f"--train-option {problem}")
+
+    def check_policy(self, uri: str, search: Any) -> None:
+        """Before any work (`evo run --train`, `evo compare --spec --train`): the policy at `uri`
+        is one this process can train, the estimator's options fit the spec's completions per
+        prompt, and the estimator learns from the replies the search will ask that policy for
+        (`search`: the spec's [search] settings)."""
+        from evo import policies
+        from evo.loop import asked
+
+        if not policies.trainable(uri):
+            raise UserError(f"--train needs a policy this process can train (local:PATH or vllm:PATH), not {uri!r}")
+        self.check_group(search.samples_per_prompt)
+        per_completion, _ = asked(policies.answers_for(uri, search.answers), search.samples_per_prompt, search.answers_by)
+        self.check_answers(per_completion)
 
     def train_config(self, init: str, out: str, *, seed: int, group: int | None = None) -> TrainConfig:
         """The trainer's settings; `group`: the search's completions per prompt (None: unknown,
@@ -151,107 +165,95 @@ class OnlineSettings(Settings):
             raise damaged(Settings.path(run), f"not the run's training settings ({error})", move_online(run)) from None
 
 
-def online_policy(policy, config, settings: OnlineSettings | None = None) -> OnlinePolicy:
-    """`policy` wrapped to train itself during the run of `config` (evo.run_dir.RunConfig), with
-    the lag and completions per prompt of the run's own loop settings; `settings` None: the
-    run's stored ones (a resumed run)."""
-    from evo.run_dir import loop_config
+class Learner:
+    """Trains a Trainable policy on what the loop tells it (see the module doc)."""
 
-    spec = config.spec()
-    stored = settings is None
-    settings = settings or OnlineSettings.read(config.directory)
-    if settings is None:
-        raise UserError(f"{config.directory}: the run did not train its policy (no online/settings.json); "
-                        "give --train ALGO to a new run")
-    loop = loop_config(spec, config)
-    if len(config.named) != 1:
-        raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
-    name = next(iter(config.named))
-    try:
-        answers = settings.check_answers(loop.answers_for(name), loop.answers_by)
-    except UserError as error:
-        if not stored:
-            raise
-        raise UserError(f"{Settings.path(config.directory)}: the run's training settings do not fit its policy ({error})") from None
-    _, group = loop.asked(name)
-    return OnlinePolicy(policy, config.directory, settings, seed=config.seed, lag=loop.lag,
-                        objectives=spec.problem.objectives, weights=spec.problem.weights, group=group, answers=answers)
-
-
-class OnlinePolicy:
-    """A `local:` or `vllm:` policy that trains itself on the run's committed groups (see the module doc)."""
-
-    def __init__(self, policy, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
-                 objectives: tuple[str, ...], weights: np.ndarray, group: int | None = None, answers: int = 1) -> None:
-        if not (hasattr(policy, "sampler") or hasattr(policy, "load_weights")):
-            raise UserError("--train needs a local:PATH or vllm:PATH policy (trained in this process)")
+    def __init__(self, policy: Any, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
+                 objectives: Sequence[str], weights: np.ndarray, group: int, answers: int = 1) -> None:
+        if not isinstance(policy, Trainable):
+            raise UserError("--train needs a policy this process can train: local:PATH or vllm:PATH")
         self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
-        self.answers = answers  # programs per completion: a completion's m journal slots are one set
-        self.d, self.weights = len(objectives), np.asarray(weights, dtype=np.float64)
+        self.answers, self.group = answers, group  # a completion's `answers` journal slots are one set
+        self.objectives, self.weights = tuple(objectives), np.asarray(weights, dtype=np.float64)
         self.directory = Path(run) / DIRECTORY
         if not Settings.path(run).exists():  # a resumed run's are read from there
             settings.save(run)
-        try:
-            (self.directory / GROUPS).mkdir(exist_ok=True)
-        except OSError as error:
-            raise UserError(f"cannot create {self.directory / GROUPS} ({error.strerror}); pick a writable --out") from None
-        self.database = Path(run) / DB_FILE
-        if hasattr(policy, "sampler"):  # local: the torch model that samples is the one trained
-            self.model, self.tokenizer = policy.sampler.model, policy.sampler.tokenizer
-        else:  # vllm: a torch copy is trained and its weights pushed into the engine after each step
-            from training import models
-
-            self.model, self.tokenizer = models.load(str(policy.path))
-        self.config = rates.resolved(settings.train_config(str(policy.path), str(self.directory), seed=seed, group=group),
-                                     rates.parameters(self.model))
+        for name in (GROUPS, OUTCOMES):
+            try:
+                (self.directory / name).mkdir(exist_ok=True)
+            except OSError as error:
+                raise UserError(f"cannot create {self.directory / name} ({error.strerror}); pick a writable --out") from None
+        model, tokenizer = policy.trainee()
+        config = rates.resolved(settings.train_config(str(policy.checkpoint()), str(self.directory), seed=seed, group=group),
+                                rates.parameters(model))
         if "lr" not in settings.train:  # the safe default: a tenth of the offline rate
-            self.config = replace(self.config, lr=self.config.lr * ONLINE_LR_FACTOR)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr, weight_decay=self.config.weight_decay)
-        self.reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
-        if self.config.kl_coef > 0:
+            config = replace(config, lr=config.lr * ONLINE_LR_FACTOR)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
+        if config.kl_coef > 0:
             from training import models
 
-            self.reference = models.load(str(policy.path), self.config.model_options)[0]
-        self.step = 0
+            reference = models.load(str(policy.checkpoint()), config.model_options)[0]
+        self.state = State(config, None, model, tokenizer, optimizer, reference, 0)
         self.seconds = 0.0
-        self.history: list[dict] = []  # the steps' metrics records (what search_signal.idle_cause reads)
+        self.history: list[dict] = []  # the steps' records (what search_signal.idle_cause reads)
         self.stopped = ""  # why training stopped (nothing to learn); '' while it trains
         self._lock = threading.Lock()
         self._resume()
 
-    # -- the Policy protocol ---------------------------------------------------------------
+    @classmethod
+    def of(cls, policy: Any, run: Path, loop: LoopConfig, name: str, problem: Any,
+           settings: OnlineSettings | None = None) -> "Learner":
+        """The learner of the run in `run` whose loop is `loop`, training its policy `name`
+        (`problem`: the spec's [problem], for the objectives and weights); `settings` None: the
+        run's stored ones (a resumed run)."""
+        stored = settings is None
+        settings = settings or OnlineSettings.read(Path(run))
+        if settings is None:
+            raise UserError(f"{run}: the run did not train its policy (no online/settings.json); "
+                            "give --train ALGO to a new run")
+        per_completion, group = loop.asked(name)
+        try:
+            settings.check_answers(per_completion)
+        except UserError as error:
+            if not stored:
+                raise
+            raise UserError(f"{Settings.path(run)}: the run's training settings do not fit its policy ({error})") from None
+        return cls(policy, Path(run), settings, seed=loop.seed, lag=loop.lag, objectives=problem.objectives,
+                   weights=problem.weights, group=group, answers=per_completion)
 
-    def generate(self, prompts, *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0, top_p: float = 1.0,
-                 seed: int | None = None, stop=()) -> list[list[Completion]]:
+    # -- what the loop tells it (evo.loop.Observer) ------------------------------------------
+
+    def asking(self, group: PromptGroup) -> None:
+        """Before the group starting at s is sampled: every step k with k * every <= max(0, s - lag)."""
         with self._lock:
-            start = self._generated()
-            self._catch_up(max(0, start - self.lag))
-            ids = [list(x) for x in self.tokenizer(list(prompts), add_special_tokens=True).input_ids]
-            options = dict(n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop)
-            if hasattr(self.policy, "sampler"):
-                completions = self.policy.sampler.sample(ids, **options).completions
-            else:
-                completions = self.policy.generate(ids, **options)
-            for offset, (prompt, row) in enumerate(zip(ids, completions)):
-                self._record(start + offset, start, prompt, row)
-            return completions
+            committed = max(0, group.start - self.lag)
+            while not self.stopped and (self.state.step + 1) * self.settings.every <= committed:
+                self._step(self.state.step + 1)
 
-    # -- state -----------------------------------------------------------------------------
+    def told(self, told: Told) -> None:
+        ids = self.policy.encode(told.group.texts)
+        for offset, (prompt, row) in enumerate(zip(ids, told.replies)):
+            completions = tuple((c.text, tuple(c.token_ids), c.finish_reason) for c in row)
+            Group(told.group.start, tuple(prompt), completions, told.front).write(self.directory, told.group.start + offset)
+
+    def committed(self, iterations: Sequence[Committed]) -> None:
+        slots = self.group * self.answers
+        for committed in iterations:
+            kinds, scores = search_signal.outcome(committed.candidates, committed.evaluations, slots, len(self.objectives))
+            Outcome(kinds, scores).write(self.directory, committed.iteration)
+
+    # -- state -------------------------------------------------------------------------------
 
     def _resume(self) -> None:
-        loaded = load_state(self.directory, self.model, self.optimizer)
+        loaded = load_state(self.directory, self.state.model, self.state.optimizer)
         if loaded is None:
             return
-        self.step, self.seconds = loaded
-        self._push()
-        truncate_metrics(self.directory / METRICS_FILE, self.step)  # a kill between a step's line and its state
+        self.state.step, self.seconds = loaded
+        self.policy.push(self.state.model)
+        truncate_metrics(self.directory / METRICS_FILE, self.state.step)  # a kill between a step's line and its state
         self.history = read_metrics(self.directory / METRICS_FILE)
         self.stopped = read_stopped(self.directory.parent) or self._idle()
-
-    def _push(self) -> None:
-        """A vllm: policy's engine gets the trained weights (a local: policy samples with them already)."""
-        if not hasattr(self.policy, "sampler"):
-            self.policy.load_weights(self.model)
 
     def _save(self, record: dict) -> None:
         """The step's metrics line, then the state (a kill between the two: the line is cut on resume)."""
@@ -261,60 +263,28 @@ class OnlinePolicy:
         except OSError as error:
             raise UserError(f"cannot write {self.directory / METRICS_FILE} ({error.strerror}); free space or make it "
                             f"writable, then continue with evo run --resume {self.directory.parent}") from None
-        save_state(self.directory, self.model, self.optimizer, self.step, self.seconds)
-
-    def _record(self, iteration: int, asked: int, prompt: list[int], row: list[Completion]) -> None:
-        Group(asked, tuple(prompt), tuple((c.text, tuple(c.token_ids), c.finish_reason) for c in row)).write(self.directory, iteration)
-
-    def _generated(self) -> int:
-        """The iteration the next group starts at: one past the journal's last (the loop tells
-        each group before asking for the next)."""
-        with closing(Store(self.database)) as store:
-            return CandidateJournal(store).next_iteration()
-
-    # -- training --------------------------------------------------------------------------
-
-    def _catch_up(self, committed: int) -> None:
-        while not self.stopped and (self.step + 1) * self.settings.every <= committed:
-            self._train_step(self.step + 1)
+        save_state(self.directory, self.state.model, self.state.optimizer, self.state.step, self.seconds)
 
     def _idle(self) -> str:
         """The one line when the last `idle_steps` steps taught nothing (then training stops), else ''."""
-        cause = search_signal.idle_cause(self.history, self.config.idle_steps)
+        cause = search_signal.idle_cause(self.history, self.state.config.idle_steps)
         if not cause:
             return ""
         line = f"{cause}; training stopped, the search goes on with the policy frozen"
-        write_stopped(self.directory.parent, self.step, line)
+        write_stopped(self.directory.parent, self.state.step, line)
         return line
 
-    def _train_step(self, k: int) -> None:
-        from training.engines import as_rollout
-        from training.trainer import State, update
+    # -- training ----------------------------------------------------------------------------
 
+    def _step(self, k: int) -> None:
         started = time.perf_counter()
         iterations = range((k - 1) * self.settings.every, k * self.settings.every)
-        vocabulary = self.model.get_input_embeddings().num_embeddings
-        groups = [Group.read(self.directory, i, vocabulary) for i in iterations]
-        proposals, truncated = self._proposals(iterations, groups)
-        rewards, failed = set_rewards(proposals, truncated.shape[1], self.config.duplicates, self.config.failures)
-        rng = np.random.default_rng([self.seed, k])
-        extra = {"archive": proposals.fronts} if advantages.entry(self.settings.algo).archive else {}
-        adv = advantages.compute(self.settings.algo, rewards, weights=self.weights, rng=rng, **extra, **self.settings.options)
-        completions = [[Completion(t, ids, finish_reason=f) for t, ids, f in g.completions] for g in groups]
-        samples = as_rollout([g.prompt for g in groups], completions, self.tokenizer.pad_token_id,
-                             next(self.model.parameters()).device)
-        rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, failed, truncated)
-        state = State(self.config, cast("Task", None), self.model, self.tokenizer, self.optimizer, self.reference, self.step)
-        record = update(state, rolls, adv)
-        if self.reference is None:
-            record["kl"] = None  # not measured without a reference (kl_coef 0)
-        self.step = k
-        self._push()
+        record = train_step(self.state, lambda state: self._batch(k, iterations))
+        if not finite(record):
+            raise not_finite(k, record)
+        self.policy.push(self.state.model)
         self.seconds += time.perf_counter() - started
-        scalars = scalarize(rewards, self.weights).max(axis=2)  # a completion's best program
-        record = {"step": k, "iterations": [iterations[0], iterations[-1]], "scalar": float(scalars.mean()),
-                  "best": float(scalars.max()), "advantage_abs": float(np.abs(adv).mean()),
-                  **search_signal.shares(proposals.kinds), **record,
+        record = {"step": k, "iterations": [iterations[0], iterations[-1]], **record,
                   "seconds": time.perf_counter() - started, "seconds_total": self.seconds}
         self._save(record)
         self.history.append(record)
@@ -322,35 +292,46 @@ class OnlinePolicy:
         if self.stopped:
             print(self.stopped, file=sys.stderr, flush=True)
 
-    def _proposals(self, iterations: range, groups: list[Group]) -> tuple[search_signal.Proposals, np.ndarray]:
-        """The step's proposals (training/search_signal.py) and its (B, G) cut-off flags."""
-        g = len(groups[0].completions)
-        if any(len(group.completions) != g for group in groups):
-            raise damaged(self.directory / GROUPS, f"the groups of iterations {iterations[0]}-{iterations[-1]} hold "
-                          "different numbers of completions", move_online(self.directory.parent))
-        return read_proposals(self.database, iterations, groups, lag=self.lag, d=self.d, answers=self.answers)
+    def _batch(self, k: int, iterations: range) -> Batch:
+        """Step k's training data: the recorded groups of `iterations` and what they became."""
+        from training.engines import as_rollout
+
+        d, state = len(self.objectives), self.state
+        vocabulary = state.model.get_input_embeddings().num_embeddings
+        groups = [Group.read(self.directory, i, vocabulary, d) for i in iterations]
+        if any(len(group.completions) != self.group for group in groups):
+            raise damaged(self.directory / GROUPS, f"the groups of iterations {iterations[0]}-{iterations[-1]} do not "
+                          f"hold {self.group} completions each (the run's settings may have changed)",
+                          move_online(self.directory.parent))
+        outcomes = [Outcome.read(self.directory, i, self.group * self.answers, d, len(search_signal.KINDS))
+                    for i in iterations]
+        proposals = proposals_of(groups, outcomes, self.answers)
+        kinds, fronts = proposals.kinds, proposals.fronts
+        truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
+        rewards = set_rewards(proposals, self.group, state.config.duplicates, state.config.failures)
+        completions = [[Completion(t, ids, finish_reason=f) for t, ids, f in g.completions] for g in groups]
+        samples = as_rollout([g.prompt for g in groups], completions, getattr(state.tokenizer, "pad_token_id"),
+                             next(state.model.parameters()).device)
+        unparsed = (kinds.reshape(len(groups), self.group, self.answers) == search_signal.UNPARSED).all(axis=2)
+        rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, unparsed, truncated, kinds)
+        extra = {"front": fronts} if advantages.entry(self.settings.algo).front else {}
+        return Batch(rolls, rewards, self.objectives, self.weights, np.random.default_rng([self.seed, k]), extra)
+
+
+def proposals_of(groups: Sequence[Group], outcomes: Sequence[Outcome], answers: int) -> search_signal.Proposals:
+    """A step's proposals from its groups (B prompts of G completions, as told) and their outcomes
+    (B x G x `answers` journal slots, as committed). A cut-off single program is CUT; of a
+    cut-off set, the loop already failed the program the budget cut and the others stand."""
+    truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
+    cut = truncated if answers == 1 else np.zeros((len(groups), truncated.shape[1] * answers), dtype=bool)
+    kinds = search_signal.cut_off(np.stack([o.kinds for o in outcomes]), cut)
+    fronts = pad_fronts([group.front for group in groups], groups[0].front.shape[1])
+    return search_signal.Proposals(kinds, np.stack([o.scores for o in outcomes]), fronts)
 
 
 def set_rewards(proposals: search_signal.Proposals, completions: int, duplicates: str = search_signal.DEFAULT_DUPLICATES,
-                failures: str = search_signal.DEFAULT_FAILURES) -> tuple[np.ndarray, np.ndarray]:
+                failures: str = search_signal.DEFAULT_FAILURES) -> np.ndarray:
     """The (B, G, m, d) rewards of a step's proposals (B, G x m journal slots: completion j's
-    programs are slots j x m ... j x m + m - 1) under search_signal's rule, and the (B, G)
-    completions none of whose programs is valid."""
+    programs are slots j x m ... j x m + m - 1) under search_signal's rule."""
     b, slots, d = proposals.scores.shape
-    m = slots // completions
-    rewards = search_signal.rewards(proposals, duplicates, failures).reshape(b, completions, m, d)
-    return rewards, (proposals.kinds.reshape(b, completions, m) != search_signal.VALID).all(axis=2)
-
-
-def read_proposals(database: Path, iterations: range, groups: list[Group], *, lag: int, d: int,
-                   answers: int = 1) -> tuple[search_signal.Proposals, np.ndarray]:
-    """The proposals of `groups` (the recorded groups of `iterations`) as the run's journal has
-    them, (B, G x answers) (completion j's programs are slots j x answers ...), and the
-    completions' (B, G) cut-off flags (a completion that did not end by itself). A cut-off
-    single program is a CUT proposal; of a cut-off set, the loop already failed the program
-    the budget cut (evo.prompt_sets.programs), and the set's complete programs stand."""
-    truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
-    cut = truncated if answers == 1 else np.zeros((len(groups), truncated.shape[1] * answers), dtype=bool)
-    with closing(Store(database)) as store:
-        proposals = search_signal.read(store, list(iterations), cut, [group.asked for group in groups], lag=lag, d=d)
-    return proposals, truncated
+    return search_signal.rewards(proposals, duplicates, failures).reshape(b, completions, slots // completions, d)

@@ -3,7 +3,10 @@ typed and validated on read (the JSON settings and metrics: evo/training_log.py)
 
     state.pt                 {"model": weights, "optimizer": AdamW's state, "step": int, "seconds": float},
                              read with weights_only=True: a planted pickle cannot run code
-    groups/NNNNNNNN.json     {"asked": int, "prompt": [token id, ...], "completions": [[text, [token id, ...], finish], ...]}
+    groups/NNNNNNNN.json     {"asked": int, "prompt": [token id, ...], "completions": [[text, [token id, ...], finish], ...],
+                              "front": [[score, ...], ...]}   (as the loop told it: evo.loop.Told)
+    outcomes/NNNNNNNN.json   {"kinds": [code, ...], "scores": [[score, ...] or null, ...]}   (evo.loop.Committed,
+                              as training/search_signal.outcome makes it: one entry per journal slot)
 
 Every failure to read or write them is a one-line UserError that names the file and what to
 do; a failed save leaves the previous state in place.
@@ -17,12 +20,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from evo.errors import UserError
 from evo.training_log import damaged, move_online, write_atomic
 
-STATE_FILE, GROUPS = "state.pt", "groups"
+STATE_FILE, GROUPS, OUTCOMES = "state.pt", "groups", "outcomes"
 
 
 def _reason(error: BaseException) -> str:
@@ -76,35 +80,75 @@ def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _vector(value: object, d: int) -> bool:
+    return isinstance(value, list) and len(value) == d and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+
+
+def _read_json(path: Path, missing: str) -> object:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise damaged(path, f"missing ({missing})", move_online(path.parent.parent.parent)) from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise damaged(path, f"unreadable ({_reason(error)})", move_online(path.parent.parent.parent)) from None
+
+
 @dataclass(frozen=True)
 class Group:
-    """One prompt's completions, as sampled: what a training step trains on."""
+    """One prompt's completions, as sampled and told: what a training step trains on."""
 
     asked: int  # the iteration the policy call that sampled it started at
     prompt: tuple[int, ...]
     completions: tuple[tuple[str, tuple[int, ...], str], ...]  # (text, token ids, finish reason)
+    front: np.ndarray  # (p, d) the front F the prompt was built against
 
     def write(self, directory: Path, iteration: int) -> None:
         data = {"asked": self.asked, "prompt": list(self.prompt),
-                "completions": [[text, list(ids), finish] for text, ids, finish in self.completions]}
+                "completions": [[text, list(ids), finish] for text, ids, finish in self.completions],
+                "front": self.front.tolist()}
         write_atomic(directory / GROUPS / f"{iteration:08d}.json", json.dumps(data))
 
     @classmethod
-    def read(cls, directory: Path, iteration: int, vocabulary: int) -> "Group":
-        """The group of `iteration`; token ids must be below `vocabulary` (the model's embedding rows)."""
+    def read(cls, directory: Path, iteration: int, vocabulary: int, d: int) -> "Group":
+        """The group of `iteration`; token ids must be below `vocabulary` (the model's embedding
+        rows), the front's rows `d` finite scores."""
         path = directory / GROUPS / f"{iteration:08d}.json"
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise damaged(path, "missing (the run's groups are written before the loop journals them)",
-                          move_online(directory.parent)) from None
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            raise damaged(path, f"unreadable ({_reason(error)})", move_online(directory.parent)) from None
+        raw = _read_json(path, "the run's groups are written before the loop journals them")
         ids = lambda v: isinstance(v, list) and all(_count(t) and t < vocabulary for t in v)  # noqa: E731
         row = lambda c: (isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and ids(c[1])  # noqa: E731
                          and isinstance(c[2], str))
-        if not (isinstance(raw, dict) and set(raw) == {"asked", "prompt", "completions"} and _count(raw["asked"])
+        if not (isinstance(raw, dict) and set(raw) == {"asked", "prompt", "completions", "front"} and _count(raw["asked"])
                 and ids(raw["prompt"]) and isinstance(raw["completions"], list) and raw["completions"]
-                and all(map(row, raw["completions"]))):
-            raise damaged(path, f"not a group of completions (token ids below {vocabulary})", move_online(directory.parent))
-        return cls(raw["asked"], tuple(raw["prompt"]), tuple((t, tuple(i), f) for t, i, f in raw["completions"]))
+                and all(map(row, raw["completions"])) and isinstance(raw["front"], list)
+                and all(_vector(v, d) for v in raw["front"])):
+            raise damaged(path, f"not a group of completions (token ids below {vocabulary}, a front of {d} objectives)",
+                          move_online(directory.parent))
+        return cls(raw["asked"], tuple(raw["prompt"]), tuple((t, tuple(i), f) for t, i, f in raw["completions"]),
+                   np.array(raw["front"], dtype=np.float64).reshape(-1, d))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one prompt's journal slots became, as the loop committed them."""
+
+    kinds: np.ndarray  # (slots,) training.search_signal.KINDS codes
+    scores: np.ndarray  # (slots, d); NaN rows where there is no score
+
+    def write(self, directory: Path, iteration: int) -> None:
+        scores = [None if np.isnan(row).any() else row.tolist() for row in self.scores]
+        write_atomic(directory / OUTCOMES / f"{iteration:08d}.json", json.dumps({"kinds": self.kinds.tolist(), "scores": scores}))
+
+    @classmethod
+    def read(cls, directory: Path, iteration: int, slots: int, d: int, kinds: int) -> "Outcome":
+        """The outcome of `iteration`: `slots` entries, codes below `kinds`, scores of `d` objectives."""
+        path = directory / OUTCOMES / f"{iteration:08d}.json"
+        raw = _read_json(path, "an iteration's outcome is written before the loop inserts it")
+        if not (isinstance(raw, dict) and set(raw) == {"kinds", "scores"} and isinstance(raw["kinds"], list)
+                and isinstance(raw["scores"], list) and len(raw["kinds"]) == len(raw["scores"]) == slots
+                and all(_count(k) and k < kinds for k in raw["kinds"])
+                and all(v is None or _vector(v, d) for v in raw["scores"])):
+            raise damaged(path, f"not the outcome of {slots} proposals with {d} objectives (the run's settings may have "
+                          "changed since it was written)", move_online(directory.parent))
+        scores = np.array([[np.nan] * d if v is None else v for v in raw["scores"]], dtype=np.float64).reshape(slots, d)
+        return cls(np.array(raw["kinds"], dtype=np.int64), scores)

@@ -20,6 +20,7 @@ from evo.errors import UserError
 from evo.policies.sampler import Rollout, Sampler
 from tasks.base import GoalConditioned, Instance, Task
 from tasks.completions import TRAINING, Scoring, score_many
+from training import search_signal
 from training.advantages import entry
 
 
@@ -31,14 +32,14 @@ class Rollouts:
     rewards: np.ndarray  # (B, G, m, d)
     parse_failed: np.ndarray  # (B, G) bool
     truncated: np.ndarray  # (B, G) bool
-    kinds: np.ndarray | None = None  # (B, G) what each search proposal became (training.search_signal.KINDS; BatchScored tasks)
+    kinds: np.ndarray  # (B, G) what each completion became (training.search_signal.KINDS)
 
 
 @runtime_checkable
 class BatchScored(Protocol):
     """Optional: a single-answer task that scores a whole step's completions at once (e.g. a
     spec's programs, concurrently in a sandbox pool: training/spec_task.py), whose prompts may
-    end at stop strings, and whose prompts were built against an archive of earlier answers."""
+    end at stop strings, and whose prompts were built against a front of earlier answers."""
 
     def stop(self, instances: Sequence[Instance]) -> tuple[str, ...]:
         """The stop strings of these instances' prompts."""
@@ -51,14 +52,9 @@ class BatchScored(Protocol):
         under training/search_signal.py's rule."""
         ...
 
-    def archive(self, instances: Sequence[Instance]) -> np.ndarray:
-        """(B, p, d): the archive each prompt was built against, NaN-padded."""
+    def front(self, instances: Sequence[Instance]) -> np.ndarray:
+        """(B, p, d): the front F each prompt was built against, NaN-padded."""
         ...
-
-
-def answers_for(algo: str, m: int) -> int:
-    """The number of answers per rollout that `algo` trains with (1 for single-answer methods)."""
-    return m if entry(algo).multi_answer else 1
 
 
 def check_template(task: Task, instance: Instance, algo: str, m: int) -> None:
@@ -106,13 +102,12 @@ def collect(
     texts = [c.text for c in flat]
     finished = [c.finish_reason == "stop" for c in flat]
     b, d = len(instances), len(task.objectives)
-    kinds = None
     if batched is not None:
         rewards, parsed, kinds = batched.score_completions(instances, samples.completions)
-        kinds = kinds.reshape(b, group)
     else:
         rows = [(instances[row // group], text, finished[row]) for row, text in enumerate(texts)]
         rewards, parsed = score_many(task, rows, m, scoring)
+        kinds = search_signal.cut_off(np.where(parsed, search_signal.VALID, search_signal.UNPARSED), ~np.asarray(finished))
     return Rollouts(
         instances=list(instances),
         samples=samples,
@@ -120,5 +115,5 @@ def collect(
         rewards=rewards.reshape(b, group, m, d),
         parse_failed=~parsed.reshape(b, group),
         truncated=~np.asarray(finished, dtype=bool).reshape(b, group),
-        kinds=kinds,
+        kinds=np.asarray(kinds).reshape(b, group),
     )

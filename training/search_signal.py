@@ -1,8 +1,8 @@
 """What a search proposal earns, and the front F it is measured against: the one rule that
 `evo train --spec` (training/spec_task.py) and `evo run --train` (training/online.py) share.
 
-    proposals = read(store, iterations, cut, asked, lag=lag, d=d)      # the journal's rows, as arrays
-    rewards(proposals, duplicates="penalty", failures="floor")        # (B, G, 1, d) for the estimator
+    kinds, scores = outcome(committed.candidates, committed.evaluations, slots, d)   # one prompt, as the loop commits it
+    rewards(Proposals(kinds, scores, fronts), duplicates="penalty", failures="floor")  # (B, G, 1, d) for the estimator
 
 A proposal is one completion of a prompt (a group is one prompt's completions). What it became
 (`KINDS`): a valid program (evaluated, with scores), a failed evaluation, an unparseable reply,
@@ -14,18 +14,17 @@ a reply cut off by the token budget, or a duplicate of a program the run already
   its duplicates repeat, and the prompt's front F, and `gap = high - low` (max(1, |low|) where
   that is 0). So a failure is below every program of its group and of F on every objective, whatever their sign, and a
   `minimize` objective (negated in the score vector) is safe: no weighting prefers a failure.
-  (`failures = "zero"` instead scores them a zero vector: the rule before issue 34, kept only to
-  reproduce old runs; unsafe with negative or minimized objectives.)
+  (`failures = "zero"` instead scores them a zero vector, as the raw scores of a task do; unsafe
+  with negative or minimized objectives.)
 - a duplicate, by the named rule `duplicates` (DUPLICATE_RULES): "penalty" (the default,
   `low - PENALTY x gap`: below every valid program, above a failure, so re-finding the best is
   not punished like a failure), "worst" (what a failure earns), "score" (the score of the
-  program it repeats; what a failure earns when that failed), "zero" (a zero vector: the rule of
-  `evo run --train` before issue 34, kept to reproduce old runs; unsafe with negative or
-  minimized objectives).
+  program it repeats; what a failure earns when that failed), "zero" (a zero vector; unsafe with
+  negative or minimized objectives).
 
-Front F of a prompt asked when the group starting at iteration s was asked: the Pareto front of
-the evaluated programs the search held after the iterations `< max(0, s - lag)` were inserted
-(the initial programs included; lag = the loop's depth x batch, 0 for `evo train --spec`).
+Front F of a prompt: the front of the evaluated programs its group was sampled from, as the
+loop tells it (evo.loop.Told.front: the initial programs and the iterations `< max(0, s - lag)`
+for the group starting at s; lag = the loop's depth x batch, 0 for `evo train --spec`).
 
 Nothing to learn (`idle_cause`): a step whose proposals hold no valid program (all failed, all
 repeated) or whose advantages are all zero teaches nothing; `IDLE_STEPS` such steps in a row
@@ -40,10 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from evo.database.journal import DUPLICATE as DUPLICATE_STATUS
-from evo.database.journal import PARSE_ERROR, CandidateJournal
-from evo.database.store import Store
-from evo.metrics import pareto_mask
-from training.advantages import pad_archives
+from evo.database.journal import PARSE_ERROR, Candidate
+from evo.scores import Evaluation
 
 KINDS = ("valid", "failed", "unparsed", "cut", "duplicate")  # what a proposal became; codes are the indices
 VALID, FAILED, UNPARSED, CUT, DUPLICATE = range(len(KINDS))
@@ -51,12 +48,12 @@ DUPLICATE_RULES = {
     "penalty": "a small penalty below the group's worst valid program, above a failure",
     "worst": "what a failure earns",
     "score": "the score of the program it repeats",
-    "zero": "a zero vector (the old evo run --train rule; unsafe with negative or minimized objectives)",
+    "zero": "a zero vector (unsafe with negative or minimized objectives)",
 }
 DEFAULT_DUPLICATES = "penalty"
 FAILURE_RULES = {
     "floor": "below every valid program of the group and of the front F (the default)",
-    "zero": "a zero vector (the old rule; unsafe with negative or minimized objectives)",
+    "zero": "a zero vector (unsafe with negative or minimized objectives)",
 }
 DEFAULT_FAILURES = "floor"
 PENALTY = 0.1  # a duplicate under "penalty" sits this fraction of the gap below the group's worst
@@ -73,56 +70,33 @@ class Proposals:
     fronts: np.ndarray  # (B, p, d): each prompt's front F, NaN-padded
 
 
-def front(vectors: Sequence[np.ndarray] | np.ndarray, d: int) -> np.ndarray:
-    """(p, d): the distinct Pareto-optimal rows of `vectors`, in their order."""
-    if len(vectors) == 0:
-        return np.zeros((0, d))
-    stacked = np.stack([np.asarray(v, dtype=np.float64) for v in vectors])
-    kept = stacked[pareto_mask(stacked)]
-    _, first = np.unique(kept, axis=0, return_index=True)
-    return kept[np.sort(first)]
+def outcome(candidates: Sequence[Candidate], evaluations: Mapping[int, Evaluation], slots: int,
+            d: int) -> tuple[np.ndarray, np.ndarray]:
+    """What the `slots` journal slots of one prompt became, as the loop commits it
+    (evo.loop.Committed): (slots,) KINDS codes and (slots, d) scores (a valid program's, a
+    duplicate's original's; NaN otherwise). A slot no candidate filled is unparsed; CUT is
+    the caller's to mark (`cut_off`): only the completion knows it hit the token budget."""
+    kinds = np.full(slots, UNPARSED)
+    scores = np.full((slots, d), np.nan)
+    for candidate in candidates:
+        if not 0 <= candidate.slot < slots or candidate.status == PARSE_ERROR:
+            continue
+        evaluation = evaluations.get(candidate.slot)
+        if candidate.status == DUPLICATE_STATUS:
+            kinds[candidate.slot] = DUPLICATE
+            if evaluation is not None and evaluation.ok:
+                scores[candidate.slot] = evaluation.scores
+        elif evaluation is not None and evaluation.ok:
+            kinds[candidate.slot], scores[candidate.slot] = VALID, evaluation.scores
+        else:
+            kinds[candidate.slot] = FAILED
+    return kinds, scores
 
 
-def front_at(store: Store, cutoff: int, d: int) -> np.ndarray:
-    """The front F after the iterations `< cutoff` were inserted (the initial programs included)."""
-    return front(store.scores_before(cutoff), d)
-
-
-def read(store: Store, iterations: Sequence[int], cut: np.ndarray, asked: Sequence[int], *, lag: int,
-         d: int) -> Proposals:
-    """The journal's rows of `iterations` (one prompt each), as Proposals over the journal's
-    slots (a reply of m programs fills m slots): `cut` (B, S) the slots whose program the token
-    budget cut off, `asked[b]` the iteration whose group asked prompt b (its front is F at
-    max(0, asked - lag))."""
-    journal = CandidateJournal(store)
-    first = min(iterations)
-    candidates = {(c.iteration, c.slot): c for c in journal.candidates(since=first)}
-    evaluations = journal.evaluations(since=first)
-    b, g = np.asarray(cut).shape
-    kinds = np.full((b, g), UNPARSED)
-    scores = np.full((b, g, d), np.nan)
-    repeats: dict[tuple[int, int], str] = {}
-    for row, iteration in enumerate(iterations):
-        for slot in range(g):
-            candidate, evaluation = candidates.get((iteration, slot)), evaluations.get((iteration, slot))
-            if candidate is None or candidate.status == PARSE_ERROR:
-                kinds[row, slot] = UNPARSED
-            elif cut[row][slot]:
-                kinds[row, slot] = CUT
-            elif candidate.status == DUPLICATE_STATUS:
-                kinds[row, slot] = DUPLICATE
-                repeats[(row, slot)] = candidate.hash
-            elif evaluation is not None and evaluation.ok:
-                kinds[row, slot], scores[row, slot] = VALID, evaluation.scores
-            else:
-                kinds[row, slot] = FAILED
-    originals = journal.originals(repeats.values())
-    for (row, slot), key in repeats.items():
-        original = originals.get(key)
-        if original is not None and original.ok:
-            scores[row, slot] = original.scores
-    fronts = pad_archives([front_at(store, max(0, a - lag), d) for a in asked], d)
-    return Proposals(kinds, scores, fronts)
+def cut_off(kinds: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """`kinds` with every proposal whose completion the token budget cut marked CUT (a cut
+    completion that did not parse is CUT too: the budget is the cause to name)."""
+    return np.where(np.asarray(cut, dtype=bool), CUT, kinds)
 
 
 def floor(scores: np.ndarray, front_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,9 +9,10 @@ program); each step's proposals are told to that Evolution and committed, so the
 grows with the training proposals exactly as a search would grow it. Completions are parsed
 by the search's parser; every proposed program is evaluated by the spec's scorer in the
 sandbox pool (the spec's limits and isolation), all of a step's programs at once. What a
-proposal earns, and each prompt's front F (`archive`, for the `vpo_archive` estimator), are
-training/search_signal.py's rule, read back from the journal the step was committed to (the
-rule `evo run --train` uses): a failure earns the floor, a duplicate by `duplicates`.
+proposal earns, and each prompt's front F (for the `vpo_archive` estimator), are
+training/search_signal.py's rule over what the Evolution tells this task as it commits the step
+(evo.loop.Committed; the rule `evo run --train` uses): a failure earns the floor, a duplicate
+by `duplicates`.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from evo import spec as specs
 from evo.database import DB_FILE, Database
 from evo.database.store import copy_store
 from evo.errors import UserError, WorkFailed
-from evo.loop import Evolution, LoopConfig, PromptGroup, auto_tokens
+from evo.loop import Committed, LoopConfig, PromptGroup, Told, auto_tokens
 from evo.scores import Evaluation
+from evo.search import Search
 from tasks.base import Instance, ParseError
 from training import search_signal
-from training.advantages import pad_archives
+from training.advantages import pad_fronts
 
 POLICY_NAME = "train"  # the policy name stored with the training proposals
 DB_FILES = (DB_FILE, DB_FILE + "-wal", DB_FILE + "-shm", DB_FILE + "-journal")  # the database and SQLite's side files
@@ -73,19 +75,22 @@ def copy_database(run: Path, out: Path, config) -> None:
 
 
 class SpecTask:
-    """The Task contract over a problem spec (plus `stop`, `score_completions` and `archive`,
-    which the trainer uses when a task has them: training.rollouts.BatchScored)."""
+    """The Task contract over a problem spec (plus `stop`, `score_completions` and `front`,
+    which the trainer uses when a task has them: training.rollouts.BatchScored). It observes
+    its own Evolution (evo.loop.Observer): a step's proposals are what the loop commits."""
 
-    def __init__(self, spec: specs.Spec, db: Database, evaluator, *, seed: int, prompts_per_step: int,
+    def __init__(self, spec: specs.Spec, search: Search, *, seed: int, prompts_per_step: int,
                  duplicates: str = search_signal.DEFAULT_DUPLICATES, failures: str = search_signal.DEFAULT_FAILURES) -> None:
-        self.spec, self.db, self.evaluator = spec, db, evaluator
+        self.spec, self.search = spec, search
+        self.db, self.evaluator = search.db, search.evaluator
         self.duplicates, self.failures = duplicates, failures
         self.name = spec.problem.name
         self.objectives = tuple(spec.problem.objectives)
         self.weights = np.asarray(spec.problem.weights, dtype=np.float64)
+        self._committed: dict[int, Committed] = {}
         # depth 0: a step's group is committed before the next one is asked (no call runs ahead)
         loop = LoopConfig.for_spec(spec, seed, iterations=NEVER, batch=prompts_per_step, depth=0, target=None)
-        self.evolution = Evolution(loop, db, POLICY_NAME)
+        self.evolution = search.evolution(loop, POLICY_NAME, observers=[self])
         self._finish_pending()
 
     @classmethod
@@ -93,28 +98,30 @@ class SpecTask:
              duplicates: str = search_signal.DEFAULT_DUPLICATES, failures: str = search_signal.DEFAULT_FAILURES) -> "SpecTask":
         """The task over the database in `out`: opened as it is (resume), copied from `from_run`,
         or created and seeded with the spec's initial program(s)."""
-        from evo.run_dir import make_evaluator, seed_initial
-
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         if from_run is not None and not (out / DB_FILE).exists():
             copy_database(Path(from_run), out, spec.database_config(seed))
-        db = Database.open(out, spec.database_config(seed))
-        evaluator = None
+        search = Search.of_spec(spec, out, seed=seed)
         try:
-            evaluator = make_evaluator(spec, "process")
-            seed_initial(spec, db, evaluator)
-            return cls(spec, db, evaluator, seed=seed, prompts_per_step=prompts_per_step, duplicates=duplicates,
-                       failures=failures)
+            return cls(spec, search, seed=seed, prompts_per_step=prompts_per_step, duplicates=duplicates, failures=failures)
         except BaseException:
-            if evaluator is not None:
-                evaluator.close()
-            db.close()
+            search.close()
             raise
 
     def close(self) -> None:
-        self.evaluator.close()
-        self.db.close()
+        self.search.close()
+
+    # -- what the Evolution tells it (evo.loop.Observer) -------------------------------------
+
+    def asking(self, group: PromptGroup) -> None:
+        pass
+
+    def told(self, told: Told) -> None:
+        pass
+
+    def committed(self, iterations: Sequence[Committed]) -> None:
+        self._committed.update((c.iteration, c) for c in iterations)
 
     def __enter__(self) -> "SpecTask":
         return self
@@ -139,13 +146,8 @@ class SpecTask:
             raise RuntimeError("the training Evolution has nothing to ask: its last step was not committed")
         if count > len(group.prompts):
             raise ValueError(f"asked for {count} prompts; a step has {len(group.prompts)}")
-        front = self.front(group.start)
+        front = self.evolution.front_at(group.start)
         return [Instance(self.name, split, group.start + i, SpecPrompt(group, i, front)) for i in range(count)]
-
-    def front(self, start: int | None = None) -> np.ndarray:
-        """(p, d) the front F of the prompts asked at iteration `start` (default: the next group's)."""
-        start = self.evolution.generated if start is None else start
-        return search_signal.front_at(self.db.store, max(0, start - self.evolution.config.lag), len(self.objectives))
 
     def prompt(self, instance: Instance, m: int = 1) -> str:
         return instance.data.prompt.text
@@ -179,28 +181,35 @@ class SpecTask:
     def stop(self, instances: Sequence[Instance]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s for instance in instances for s in instance.data.prompt.stop))
 
-    def archive(self, instances: Sequence[Instance]) -> np.ndarray:
-        """(B, p, d): each prompt's database front, NaN-padded (the `vpo_archive` estimator's F)."""
-        return pad_archives([instance.data.front for instance in instances], len(self.objectives))
+    def front(self, instances: Sequence[Instance]) -> np.ndarray:
+        """(B, p, d): each prompt's front F, NaN-padded (the `vpo_archive` estimator's)."""
+        return pad_fronts([instance.data.front for instance in instances], len(self.objectives))
 
     def score_completions(self, instances: Sequence[Instance],
                           completions: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Rewards (B * G, 1, d), parsed (B * G,) and what each became (B * G,: search_signal
         KINDS codes) of one step's completions (row i * G + j: completion j of prompt i). The
         step's proposals are told to the Evolution, every new program evaluated concurrently in
-        the pool and committed; the rewards are read back from the journal."""
+        the pool and committed; the rewards are what the Evolution committed."""
         group = instances[0].data.group
         if [i.data.offset for i in instances] != list(range(len(group.prompts))) or any(i.data.group is not group for i in instances):
             raise ValueError("score_completions takes the instances of one asked group, in order")
         pending = self.evolution.tell(group, completions)
         evaluations = self._evaluate({c.code for c in pending})
         self.evolution.commit((c, evaluations[c.code]) for c in pending)
+        d, slots = len(self.objectives), max(len(row) for row in completions)
+        outcomes = [self._outcome(i.index, slots) for i in instances]
         cut = np.array([[c.finish_reason != "stop" for c in row] for row in completions], dtype=bool)
-        proposals = search_signal.read(self.db.store, [i.index for i in instances], cut, [group.start] * len(instances),
-                                       lag=self.evolution.config.lag, d=len(self.objectives))
+        kinds = search_signal.cut_off(np.stack([k for k, _ in outcomes]), cut)
+        fronts = pad_fronts([i.data.front for i in instances], d)
+        proposals = search_signal.Proposals(kinds, np.stack([s for _, s in outcomes]), fronts)
         rewards = search_signal.rewards(proposals, self.duplicates, self.failures)
         kinds = proposals.kinds.reshape(-1)
         return rewards.reshape(-1, 1, len(self.objectives)), kinds != search_signal.UNPARSED, kinds
+
+    def _outcome(self, iteration: int, slots: int) -> tuple[np.ndarray, np.ndarray]:
+        committed = self._committed.pop(iteration)
+        return search_signal.outcome(committed.candidates, committed.evaluations, slots, len(self.objectives))
 
     def _evaluate(self, codes: set[str]) -> dict[str, Evaluation]:
         futures: dict[str, Future] = {code: self.evaluator.submit(code) for code in sorted(codes)}

@@ -27,7 +27,7 @@ from tasks.completions import Scoring
 from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
 from training.config import TrainConfig
 from training.loss import head_parts, ppo_clip_loss, tis_weights, token_logprobs
-from training.rollouts import BatchScored, Rollouts, answers_for, check_template, collect
+from training.rollouts import BatchScored, Rollouts, check_template, collect
 
 if TYPE_CHECKING:
     from training.engines import VLLMSampler
@@ -40,7 +40,7 @@ MEASURED = ("seconds", "rollout_seconds", "update_seconds", "sync_seconds", "syn
 @dataclass
 class State:
     config: TrainConfig
-    task: tasks.Task
+    task: tasks.Task | None  # what `evo train` samples; None for the online learner (the search samples)
     model: torch.nn.Module
     tokenizer: object
     optimizer: torch.optim.Optimizer
@@ -64,9 +64,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     `plan`: the dtypes to train in (None: `precision_plan` of the config's device)."""
     out = Path(config.out)
     task = task if task is not None else get_task(config.task)
-    if config.algo not in advantages.REGISTRY:
-        raise UserError(f"unknown algorithm {config.algo!r}; registered: {', '.join(sorted(advantages.REGISTRY))}")
-    m = answers_for(config.algo, config.answers)
+    m = config.set_size
     check_template(task, task.instances("train", 1, seed=config.seed)[0], config.algo, m)
     check_diversity(task, config)
     if config.rollouts == "vllm":
@@ -148,23 +146,48 @@ def scoring_for(config: TrainConfig) -> Scoring:
     return Scoring(dedup=True, by_answer=config.score_by_answer)
 
 
-def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
-    config = state.config
+@dataclass(frozen=True)
+class Batch:
+    """One step's training data: the rollouts, and what the estimator takes besides them."""
+
+    rolls: Rollouts
+    rewards: np.ndarray  # (B, G, m, d) what the estimator sees (the rollouts' rewards, shaped)
+    objectives: tuple[str, ...]
+    weights: np.ndarray  # (d,) the deployment scalar's weights
+    rng: np.random.Generator  # the estimator's draws of this step
+    extra: dict  # `goals` for a goal-conditioned estimator, `front` for one scored against the front F
+
+
+def sample(state: State) -> Batch:
+    """`evo train`'s rollouts: the task's training prompts of this step, sampled and scored."""
+    config, task = state.config, state.task
+    assert task is not None, "evo train samples a task"
     instance_seed, sample_seed, rng = seeds(config, state.step)
-    instances = state.task.instances("train", config.prompts, seed=instance_seed)
-    m = answers_for(config.algo, config.answers)
+    instances = task.instances("train", config.prompts, seed=instance_seed)
     prompts, goals = goal_prompts(state, instances)
     with autocast(config):
-        rolls = collect(state.model, state.tokenizer, state.task, instances, m=m, group=config.group,
+        rolls = collect(state.model, state.tokenizer, task, instances, m=config.set_size, group=config.group,
                         max_new_tokens=config.max_new_tokens, temperature=config.temperature,
                         top_p=config.top_p, seed=sample_seed, prompts=prompts, sampler=state.sampler, encode=state.encode,
                         scoring=scoring_for(config))
-    rewards = shaped_rewards(state, rolls)
-    extra = {} if goals is None else {"goals": goals}
-    if advantages.entry(config.algo).archive and isinstance(state.task, BatchScored):
-        extra["archive"] = state.task.archive(instances)  # each prompt's database front (vpo_archive)
-    adv = advantages.compute(config.algo, rewards, weights=state.task.weights, rng=rng, **extra, **config.options)
-    return rolls, adv
+    extra: dict = {} if goals is None else {"goals": goals}
+    if advantages.entry(config.algo).front and isinstance(task, BatchScored):
+        extra["front"] = task.front(instances)  # each prompt's front F (vpo_archive)
+    return Batch(rolls, shaped_rewards(state, rolls), tuple(task.objectives), np.asarray(task.weights, dtype=np.float64),
+                 rng, extra)
+
+
+def estimate(state: State, batch: Batch) -> np.ndarray:
+    """(B, G) advantages of a step's batch under the run's estimator and its options."""
+    config = state.config
+    return advantages.compute(config.algo, batch.rewards, weights=batch.weights, rng=batch.rng, **batch.extra,
+                              **config.options)
+
+
+def rollout(state: State) -> tuple[Rollouts, np.ndarray]:
+    """`evo train`'s rollouts of the next step and their advantages (what train_step updates on)."""
+    batch = sample(state)
+    return batch.rolls, estimate(state, batch)
 
 
 def goal_prompts(state: State, instances: list) -> tuple[list[str] | None, np.ndarray | None]:
@@ -174,7 +197,7 @@ def goal_prompts(state: State, instances: list) -> tuple[list[str] | None, np.nd
     if not advantages.entry(state.config.algo).goal_conditioned:
         return None, None
     task = state.task
-    if not isinstance(task, GoalConditioned):
+    if task is None or not isinstance(task, GoalConditioned):
         raise UserError(f"--algo {state.config.algo} shows a weighting in the prompt: task {state.config.task!r} "
                         "has no prompt_with_weights; pick another estimator")
     rng = np.random.default_rng([state.config.seed, state.step, 1])
@@ -189,7 +212,7 @@ def shaped_rewards(state: State, rolls: Rollouts) -> np.ndarray:
     if not state.config.diversity_coef:
         return rolls.rewards
     task = state.task
-    if not isinstance(task, Similar):  # checked with the flags (TrainConfig / get_task); kept for the type
+    if task is None or not isinstance(task, Similar):  # checked with the flags (TrainConfig / get_task); kept for the type
         raise UserError(f"--diversity-coef needs a task with a similarity of two answers; {state.config.task!r} has none")
     similarity = diversity.rollout_similarity(task, rolls)
     return diversity.diversity_scaled(rolls.rewards, similarity, state.config.diversity_coef)
@@ -273,7 +296,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     record = {
         "loss": sums["loss"] / config.ppo_epochs,
         "grad_norm": sums["grad_norm"] / config.ppo_epochs,
-        "kl": sums["kl"] / max(tokens, 1.0),
+        "kl": sums["kl"] / max(tokens, 1.0) if state.reference is not None else None,  # not measured without one
         "clip_fraction": sums["clipped"] / max(tokens, 1.0),
     }
     if entropy:
@@ -290,11 +313,16 @@ def not_finite(step: int, record: dict) -> UserError:
                      "lower lr, or check the estimator options and the task's rewards")
 
 
-def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
+def reward_metrics(batch: Batch, adv: np.ndarray) -> dict:
+    """The step record's reward figures; each key means one thing on every training path:
+    `scalar` the mean scalar over every answer, `best_in_set` the mean over completions of the
+    best answer's scalar (equal to `scalar` for one answer per completion), `reward/NAME` an
+    objective's mean, the KINDS shares what the completions became."""
+    rolls = batch.rolls
     rewards = rolls.rewards  # (B, G, m, d)
     b, g, m, d = rewards.shape
-    scalars = scalarize(rewards, task.weights)
-    record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(task.objectives)}
+    scalars = scalarize(rewards, batch.weights)
+    record = {f"reward/{name}": float(rewards[..., j].mean()) for j, name in enumerate(batch.objectives)}
     record.update({
         "scalar": float(scalars.mean()),
         "best_in_set": float(scalars.max(axis=2).mean()),
@@ -303,24 +331,27 @@ def reward_metrics(task: tasks.Task, rolls: Rollouts, adv: np.ndarray) -> dict:
         "truncated": float(rolls.truncated.mean()),
         "length": float(rolls.samples.completion_mask.sum(1).float().mean()),
         "advantage_abs": float(np.abs(adv).mean()),
+        **search_signal.shares(rolls.kinds),
     })
-    if rolls.kinds is not None:  # a search's proposals: valid, failed, unparsed, cut, duplicate shares
-        record.update(search_signal.shares(rolls.kinds))
     return record
 
 
-def train_step(state: State) -> dict:
-    """One step: rollouts, advantages, the update and (vLLM rollouts) the weight push, each timed."""
+def train_step(state: State, collect: Callable[[State], Batch] = sample) -> dict:
+    """The one training step: rollouts and rewards (`collect`: `evo train` samples its task; the
+    online learner gives the search's proposals) -> advantages -> update -> record, each timed.
+    vLLM rollouts: the engine sleeps through the update and gets the new weights after it."""
     device = next(state.model.parameters()).device
     memory.reset_peak(device)
     started = time.perf_counter()
-    rolls, adv = rollout(state)
+    batch = collect(state)
+    config = state.config
+    adv = estimate(state, batch)
     if state.sampler is not None:
         state.sampler.sleep(state.step + 1)  # vLLM's engine frees the GPU for the update (where it sleeps)
-    if state.memory is None and not state.config.micro_batches:
-        state.memory = plan_memory(state, rolls)
+    if state.memory is None and not config.micro_batches:
+        state.memory = plan_memory(state, batch.rolls)
     rolled = time.perf_counter()
-    record = {"step": state.step + 1, **reward_metrics(state.task, rolls, adv), **update(state, rolls, adv)}
+    record = {"step": state.step + 1, **reward_metrics(batch, adv), **update(state, batch.rolls, adv)}
     updated = time.perf_counter()
     if state.sampler is not None:
         record.update(state.sampler.after_update(state.step + 1))
@@ -330,27 +361,14 @@ def train_step(state: State) -> dict:
     record.update(seconds=finished - started, rollout_seconds=rolled - started - slept, update_seconds=updated - rolled,
                   sync_seconds=finished - updated - check - woke, sync_check_seconds=check, sleep_seconds=slept,
                   wake_seconds=woke, peak_memory_gib=memory.peak_gib(device))
-    record["tokens_per_s"] = float(rolls.samples.completion_mask.sum()) / record["seconds"]
+    record["tokens_per_s"] = float(batch.rolls.samples.completion_mask.sum()) / record["seconds"]
     state.step += 1
     return record
 
 
-def check_signal(history: list[dict], config: TrainConfig) -> None:
-    """Stop a run that trains on nothing: `config.max_empty_steps` steps in a row where at least
-    90% of the completions were cut off by the token budget or did not parse."""
-    if not config.max_empty_steps:
-        return
-    window = history[-config.max_empty_steps:]
-    if len(window) < config.max_empty_steps or not all(r["truncated"] >= 0.9 or r["parse_failed"] >= 0.9 for r in window):
-        return
-    truncated = sum(r["truncated"] for r in window) / len(window)
-    if truncated >= 0.5:
-        cause = (f"{truncated:.0%} of the completions were cut off at --max-new-tokens {config.max_new_tokens}: "
-                 "raise it (or leave it at 0 to size it from the task)")
-    else:
-        cause = "the completions do not follow the task's answer format: warm the model up first (evo pretrain)"
-    raise UserError(f"no training signal for {len(window)} steps in a row (up to step {window[-1]['step']}): "
-                    f"{cause}; --max-empty-steps 0 trains on anyway")
+def finite(record: dict) -> bool:
+    """Whether every figure of a step record is finite (None: not measured)."""
+    return all(v is None or math.isfinite(v) for v in record.values() if not isinstance(v, (list, str)))
 
 
 def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, task: tasks.Task | None = None) -> list[dict]:
@@ -367,7 +385,7 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, desc=f"{config.algo}", unit="step")
     while state.step < config.steps:
         record = train_step(state)
-        if not all(math.isfinite(v) for v in record.values()):
+        if not finite(record):
             raise not_finite(record["step"], record)
         checkpoint.append_metrics(out, record)
         records.append(record)
@@ -379,7 +397,6 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
         if idle:  # what it has is saved: the one line, and the run stops
             raise WorkFailed(f"{idle}; training stopped at step {state.step}, saved in {out} "
                              f"(evo train --out {out} --resume continues it)")
-        check_signal(records, config)
         bar.update(1)
         bar.set_postfix(scalar=f"{record['scalar']:.3f}", div=f"{record['diversity']:.3f}")
     bar.close()

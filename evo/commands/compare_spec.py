@@ -17,9 +17,9 @@ from evo.commands import params
 from evo.errors import UserError
 
 
-def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, options: tuple[str, ...], group: int) -> dict:
+def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, options: tuple[str, ...], search) -> dict:
     """NAME -> OnlineSettings for `--train NAME=ALGO` (policies trained during each of their runs),
-    every option checked (`group`: the spec's completions per prompt)."""
+    every setting checked against the policy and the spec's [search] settings."""
     if not pairs:
         if every is not None or options:
             raise UserError("--train-every and --train-option go with --train NAME=ALGO")
@@ -30,23 +30,25 @@ def trainers(pairs: tuple[str, ...], uris: dict[str, str], every: int | None, op
     for name in algos:
         if name not in uris:
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
-        if not uris[name].startswith(("local:", "vllm:")):
-            raise UserError(f"--train {name}: only a local:PATH or vllm:PATH policy trains in this process, not {uris[name]!r}")
     settings = {name: OnlineSettings.of(algo, every or 4, params.parse_options(options)) for name, algo in algos.items()}
-    for one in settings.values():
-        one.check_group(group)
+    for name, one in settings.items():
+        one.check_policy(uris[name], search)
     return settings
 
 
 def trained(settings):
-    """`train(config, policy)` for spec_search.run_one: the run's policy, loaded afresh, training itself."""
+    """`train(config)` for spec_search.run_one: the run's policy, loaded afresh (every run starts
+    from the checkpoint's weights), and the learner that trains it during the run."""
     from evo import policies as registry
-    from training.online import online_policy
+    from evo.run_dir import loop_config
+    from training.online import Learner
 
-    def wrap(config, policy):
-        return online_policy(registry.load(config.policy), config, settings)  # every run starts from the checkpoint's weights
+    def start(config):
+        policy, spec = registry.load(config.policy), config.spec()
+        return policy, Learner.of(policy, config.directory, loop_config(spec, config), next(iter(config.named)), spec.problem,
+                               settings)
 
-    return wrap
+    return start
 
 
 def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], seeds: int, programs: int, seed: int,
@@ -63,7 +65,7 @@ def compare(spec_path: Path, policies: tuple[str, ...], sets: tuple[str, ...], s
     uris = params.parse_pairs(policies, "--policy")
     if not uris:
         raise UserError("give at least one --policy NAME=URI")
-    online = trainers(train, uris, train_every, train_options, spec.search.samples_per_prompt)
+    online = trainers(train, uris, train_every, train_options, spec.search)
     forced = params.answers_pairs(answers, uris)
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")

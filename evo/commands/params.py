@@ -248,3 +248,14 @@ def run_options_given(options: dict) -> dict:
     """The RunOptions fields set by run_options' flags: name -> value (unset flags left out)."""
     return {name[len(RUN_PREFIX):]: value for name, value in options.items()
             if name.startswith(RUN_PREFIX) and value is not None}
+
+
+def renamed(new: str):
+    """The callback of a flag that was renamed: used, it stops with one line naming the new flag."""
+
+    def refuse(ctx: click.Context, param: click.Parameter, value: object) -> None:
+        if value is not None:
+            raise click.UsageError(f"{param.opts[0]} is now {new} (one stop rule for every training path: "
+                                   "docs/training.md)", ctx)
+
+    return refuse

@@ -72,20 +72,19 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
             fit.check(spec, uri)  # a local: model too small for these prompts: before its weights load
     online = _online_settings(train_algo, train_every, train_options, resume_dir)
     if online is not None:
-        online.check_group(spec.search.samples_per_prompt)  # every training option checked before any work
-    if online is not None and (len(named) != 1 or not next(iter(named.values())).startswith(("local:", "vllm:"))):
-        raise UserError("--train trains the policy in this process: give one --policy local:PATH (or vllm:PATH)")
-    if online is not None:
-        online.check_answers(policies.answers_for(next(iter(named.values())), spec.search.answers), spec.search.answers_by)
+        if len(named) != 1:
+            raise UserError("--train trains one policy in this process: give one --policy")
+        online.check_policy(next(iter(named.values())), spec.search)  # every training setting, before any work
     _set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
         single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
         config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
                                     RunOptions(**loop_options), executor or "process")
+    observers = []
     if online is not None or (resume_dir is not None and (resume_dir / "online" / "settings.json").exists()):
-        loaded = _trained_online(config, loaded, online)
-    summary = run_dir.execute(config, loaded, progress=not quiet)
+        observers.append(_learner(config, loaded, online))
+    summary = run_dir.execute(config, loaded, progress=not quiet, observers=observers)
     click.echo(summary)
 
 
@@ -102,11 +101,13 @@ def _online_settings(algo: str | None, every: int | None, pairs: tuple[str, ...]
     return OnlineSettings.of(algo, every or 4, params.parse_options(pairs))
 
 
-def _trained_online(config, loaded: dict, settings) -> dict:
-    """The run's one policy wrapped to train itself on the run's committed groups."""
-    from training.online import online_policy
+def _learner(config, loaded: dict, settings):
+    """The online learner of the run's one policy (training/online.py): told by the loop what it learns from."""
+    from evo.run_dir import loop_config
+    from training.online import Learner
 
     if len(loaded) != 1:
-        raise UserError("--train trains one policy; give a single --policy local:PATH")
+        raise UserError("--train trains one policy in this process: give one --policy")
     (name, policy), = loaded.items()
-    return {name: online_policy(policy, config, settings)}
+    spec = config.spec()
+    return Learner.of(policy, config.directory, loop_config(spec, config), name, spec.problem, settings)

@@ -228,11 +228,10 @@ def open_spec_task(config, source, resume: bool):
                help="Gradient accumulation chunks (0: micro-batches from the memory plan's token budget).")
 @config_option("--memory-gib", type=click.FloatRange(0), help="The memory plan's budget (0: 90% of what the device can give).")
 @config_option("--loss-norm", type=click.IntRange(0), help="Summed token losses are divided by rollouts x this (0: --max-new-tokens).")
-@config_option("--max-empty-steps", type=click.IntRange(0),
-               help="Stop after this many steps in a row with >= 90% of completions truncated or unparseable (0: never).")
 @config_option("--idle-steps", type=click.IntRange(0),
-               help="--spec: stop after this many steps in a row with nothing to learn (all failed, all repeated, "
-                    "zero advantage everywhere); 0: never.")
+               help="Stop after this many steps in a row with nothing to learn (nothing valid: all cut off, unparseable, "
+                    "failed or repeated; or zero advantage everywhere); 0: never.")
+@click.option("--max-empty-steps", hidden=True, expose_value=False, callback=params.renamed("--idle-steps"))
 @config_option("--duplicates", type=params.LazyChoice("training.search_signal:DUPLICATE_RULES"),
                help="--spec: what a duplicate proposal earns (docs/training.md: penalty, worst, score, zero).")
 @config_option("--failures", type=params.LazyChoice("training.search_signal:FAILURE_RULES"),

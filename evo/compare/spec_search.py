@@ -42,8 +42,8 @@ class RunVectors:
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
             train: Callable | None = None, answers: int = 0) -> RunVectors:
     """One `evo run` of the spec with `policy` proposing `programs` programs (the spec's target
-    kept), `answers` per reply (0: the policy's own); `train(config, policy)`: the policy that
-    trains itself during the run (evo run --train)."""
+    kept), `answers` per reply (0: the policy's own); `train(config)`: the policy that trains
+    during the run and its learner (evo run --train)."""
     from evo import policies, run_dir
     from evo.loop import RunOptions
 
@@ -52,7 +52,11 @@ def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, pr
     settings = {**overrides, "search.answers": m,
                 "search.iterations": iterations_for(programs, spec.search.samples_per_prompt, m)}
     config = run_dir.new_config(spec_path, uri, seed, directory, settings, RunOptions(), "process")
-    run_dir.execute(config, policy if train is None else train(config, policy), progress=False)
+    learners = []
+    if train is not None:
+        policy, learner = train(config)
+        learners.append(learner)
+    run_dir.execute(config, policy, progress=False, observers=learners)
     return run_vectors(directory)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evo.errors import UserError
-from evo.policies.base import Completion, Policy
+from evo.policies.base import Completion, Policy, Trainable
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 SCHEMES = ("local", "openai", "vllm", "mutate")
@@ -55,9 +55,12 @@ def resolve_checkpoint(name: str) -> Path:
     raise UserError(f"no model directory {name!r} and no shipped checkpoint of that name (shipped: {shipped})")
 
 
+MAX_ANSWERS = 64  # programs per reply a checkpoint may say it writes
+
+
 def trained_answers(uri: str) -> int:
     """Programs per completion a `local:` / `vllm:` checkpoint was trained to write (its
-    train_config.json: a set method's m), else 1."""
+    train_config.json's "set_size"), else 1."""
     import json
 
     scheme, _, rest = uri.partition(":")
@@ -68,12 +71,15 @@ def trained_answers(uri: str) -> int:
         return 1
     try:
         data = json.loads(config.read_text())
-        algo, m = data["algo"], int(data["answers"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        m = data.get("set_size") if isinstance(data, dict) else None
+    except (OSError, ValueError) as error:
         raise UserError(f"{config}: unreadable training config ({error}); restore it, or give --answers M") from None
-    from training.rollouts import answers_for  # which estimators train on sets (the estimator registry)
-
-    return answers_for(algo, m)
+    if m is None:
+        raise UserError(f"{config}: records no set_size (the answers per completion the model was trained to write); "
+                        'add "set_size": M to it (1 unless it was trained on sets of M answers), or give --answers M')
+    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_ANSWERS:
+        raise UserError(f"{config}: set_size must be an integer in 1..{MAX_ANSWERS}, found {m!r}; fix it, or give --answers M")
+    return m
 
 
 def answers_for(uri: str, asked: int = 0) -> int:
@@ -82,11 +88,37 @@ def answers_for(uri: str, asked: int = 0) -> int:
     return asked if asked > 0 else trained_answers(uri)
 
 
-def load(uri: str, **options) -> Policy:
-    """Build the policy a URI names; `options` go to its constructor (e.g. device="cpu")."""
-    scheme, sep, rest = uri.partition(":")
+def policy_class(uri: str) -> type:
+    """The class `load(uri)` builds (nothing is loaded or started)."""
+    scheme, sep, _ = uri.partition(":")
     if not sep or scheme not in SCHEMES:
         raise UserError(f"unknown policy {uri!r}; use local:PATH, openai:URL#MODEL, vllm:PATH or mutate:")
+    if scheme == "local":
+        from evo.policies.local import LocalPolicy
+
+        return LocalPolicy
+    if scheme == "openai":
+        from evo.policies.openai import OpenAIPolicy
+
+        return OpenAIPolicy
+    if scheme == "vllm":
+        from evo.policies.vllm_engine import VLLMPolicy
+
+        return VLLMPolicy
+    from evo.policies.mutate import MutatePolicy
+
+    return MutatePolicy
+
+
+def trainable(uri: str) -> bool:
+    """Whether the policy at `uri` is one this process can train (evo.policies.base.Trainable)."""
+    return issubclass(policy_class(uri), Trainable)
+
+
+def load(uri: str, **options) -> Policy:
+    """Build the policy a URI names; `options` go to its constructor (e.g. device="cpu")."""
+    policy_class(uri)  # a URI of no known kind: one line
+    scheme, _, rest = uri.partition(":")
     if scheme == "local":
         from evo.policies.local import LocalPolicy
 

@@ -1,10 +1,12 @@
-"""The Policy protocol: one batched method shared by search and training."""
+"""The Policy protocol: one batched method shared by search and training; and Trainable, the
+capability of a policy whose weights this process can train (`evo run --train`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -29,4 +31,27 @@ class Policy(Protocol):
         stop: Sequence[str] = (),
     ) -> list[list[Completion]]:
         """Return, for each prompt, `n` completions (the prompt text is not included)."""
+        ...
+
+
+@runtime_checkable
+class Trainable(Protocol):
+    """A policy this process can train (`local:`, `vllm:`; a new backend that can train
+    implements these): the checkpoint it was loaded from, the prompt encoder it samples with,
+    the torch model a trainer updates, and how the updated weights reach its sampling."""
+
+    def checkpoint(self) -> Path:
+        """The Hugging Face directory it was loaded from (the start of training, the KL reference)."""
+        ...
+
+    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
+        """The token ids `generate` samples from for these prompt texts."""
+        ...
+
+    def trainee(self) -> tuple[Any, Any]:
+        """(torch model, tokenizer) to train: the sampling model itself, or a torch copy of the checkpoint."""
+        ...
+
+    def push(self, model: Any) -> None:
+        """Sample with `model`'s weights from now on (nothing to do when it is the sampling model)."""
         ...

@@ -64,5 +64,20 @@ class LocalPolicy:
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
-        return self.sampler.sample(prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+        return self.sampler.sample(self.encode(prompts), n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                                    top_p=top_p, seed=seed, stop=stop).completions
+
+    # -- Trainable (evo.policies.base): the sampling model is the one trained ----------------
+
+    def checkpoint(self) -> Path:
+        return self.path
+
+    def encode(self, prompts: Sequence[str]) -> list[list[int]]:
+        return self.sampler.encode(prompts)
+
+    def trainee(self) -> tuple[torch.nn.Module, object]:
+        return self.sampler.model, self.sampler.tokenizer
+
+    def push(self, model: torch.nn.Module) -> None:
+        if model is not self.sampler.model:
+            raise ValueError("a local: policy trains its own sampling model")

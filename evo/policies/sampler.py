@@ -87,7 +87,7 @@ class Sampler:
 
         `ignore_eos` keeps sampling past the end-of-sequence token (benchmarks)."""
         check_sampling("local", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
-        ids = self._encode(prompts)
+        ids = self.encode(prompts)
         prompt_ids, prompt_mask = self._left_pad(ids)
         max_new = self._room(prompt_ids.shape[1], max_new_tokens)
         generator = None
@@ -104,7 +104,8 @@ class Sampler:
         return self._finish(prompt_ids.repeat_interleave(n, 0), prompt_mask.repeat_interleave(n, 0), batch,
                             n, max_new, stop)
 
-    def _encode(self, prompts: Prompts) -> list[list[int]]:
+    def encode(self, prompts: Prompts) -> list[list[int]]:
+        """Token ids of prompt texts (the tokenizer's special tokens added); ids are kept as given."""
         if not prompts:
             raise UserError("no prompts to sample from")
         if isinstance(prompts[0], str):

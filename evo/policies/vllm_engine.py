@@ -60,6 +60,7 @@ class VLLMPolicy:
         except (OSError, ValueError) as exc:
             raise UserError(f"vllm: cannot start an engine for {path}: {str(exc).splitlines()[0]}") from None
         self._sampling_params = vllm.SamplingParams
+        self._tokenizer: Any = None
 
     def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
@@ -69,10 +70,34 @@ class VLLMPolicy:
                                         seed=None if seed is None else prompt_seed(seed, i),
                                         stop=list(stop) or None, logprobs=0)
                   for i in range(len(prompts))]
-        given = [p if isinstance(p, str) else {"prompt_token_ids": list(p)} for p in prompts]  # token ids used as given
+        given = [{"prompt_token_ids": ids} for ids in self.encode(prompts)]  # the one encoder (Trainable.encode)
         outputs = self.llm.generate(given, params, use_tqdm=False)
         ordered = ([_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outputs)
         return [group * (n // draws) for group in ordered]
+
+    # -- Trainable (evo.policies.base): a torch copy is trained, its weights pushed in ---------
+
+    def checkpoint(self) -> Path:
+        return self.path
+
+    def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
+        """Token ids of prompt texts with the checkpoint's tokenizer (special tokens added, as
+        the `local:` sampler does); token ids are kept as given."""
+        if self._tokenizer is None:
+            from evo.policies.local import load_tokenizer
+
+            self._tokenizer = load_tokenizer(self.path)
+        return [list(self._tokenizer(p, add_special_tokens=True).input_ids) if isinstance(p, str) else list(p)
+                for p in prompts]
+
+    def trainee(self) -> tuple[Any, Any]:
+        """A float32 torch copy of the checkpoint on the CPU, and its tokenizer."""
+        from evo.policies.local import load_causal_lm
+
+        return load_causal_lm(self.path)
+
+    def push(self, model: Any) -> None:
+        self.load_weights(model)
 
     def load_weights(self, weights: Mapping[str, Any] | Iterable[tuple[str, Any]] | Any, *,
                      api: bool | None = None) -> int:

@@ -88,19 +88,13 @@ def hard_mazes(task, count: int, directory: Path) -> list[tuple]:
 
 
 def search(spec, policy, best_possible: float, seed: int, directory: Path) -> bool:
-    from evo.database import Database
-    from evo.loop import Evolution, LoopConfig, run
-    from evo.run_dir import seed_initial
-    from evo.sandbox.pool import Sandbox
+    from evo.loop import LoopConfig, run
+    from evo.search import Search
 
-    evaluator = Sandbox.from_spec(spec)  # the maze specs say isolation = "none": a trusted scorer
-    db = Database.open(directory / "programs.sqlite", spec.database_config(seed))
-    seed_initial(spec, db, evaluator)
     config = LoopConfig(iterations=CALLS // SAMPLES, seed=seed, samples=SAMPLES, batch=4, depth=1,
                         style="continue", max_new_tokens=64, temperature=1.0, target=best_possible - 1e-9)
-    progress = run(Evolution(config, db), policy, evaluator)
-    db.close()
-    evaluator.close()
+    with Search.of_spec(spec, directory, seed=seed) as search:  # the maze specs say isolation = "none": a trusted scorer
+        progress = run(search.evolution(config), policy, search.evaluator)
     return progress.reached_target
 
 

@@ -35,16 +35,19 @@ def search(init: Path, out: Path, iterations: int, train: bool) -> tuple[float, 
     from evo.loop import RunOptions
     from evo.policies.local import LocalPolicy
     from evo.training_log import figures
-    from training.online import OnlineSettings, online_policy
+    from training.online import Learner, OnlineSettings
 
     overrides = {**OVERRIDES, "search.iterations": iterations}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     config = run_dir.new_config(SPEC, f"local:{init}", 0, out, overrides, RunOptions(max_new_tokens=32), "process")
     policy = LocalPolicy(init)
+    learners = []
     if train:  # idle_steps 0: every step is taken, even when the fresh model's proposals teach nothing
-        policy = online_policy(policy, config, OnlineSettings.of("grpo", 4, {"idle_steps": 0}))
+        spec = config.spec()
+        learners.append(Learner.of(policy, config.directory, run_dir.loop_config(spec, config), config.policy, spec.problem,
+                                   OnlineSettings.of("grpo", 4, {"idle_steps": 0})))
     started = time.perf_counter()
-    run_dir.execute(config, policy, progress=False)
+    run_dir.execute(config, policy, progress=False, observers=learners)
     return time.perf_counter() - started, figures(out)
 
 

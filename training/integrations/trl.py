@@ -34,7 +34,7 @@ from tasks.base import Instance, Task
 from training import checkpoint, memory, models, precision, rates
 from training.config import TrainConfig
 from training.integrations.set_reward import ALGOS, SetReward, check
-from training.rollouts import answers_for, check_template
+from training.rollouts import check_template
 
 __all__ = ["ALGOS", "LAUNCH_CONFIGS", "config_file", "dataset", "export", "fit", "grpo_config", "last_checkpoint", "run", "trainer",
            "without_zero3"]
@@ -167,7 +167,7 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
 
     check(config.algo, config.options)
     config = config if config.lr else resolved(config)
-    m = answers_for(config.algo, config.answers)
+    m = config.set_size
     instances = task.instances("train", config.prompts * config.steps, seed=config.seed)
     check_template(task, instances[0], config.algo, m)
     chosen = plan or precision_plan(config)
@@ -349,7 +349,7 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
         from training.trainer import token_budget
 
         encode = models.prompt_encoder(load_tokenizer(config.init), config.chat)
-        config = dataclasses.replace(config, max_new_tokens=token_budget(task, encode, answers_for(config.algo, config.answers),
+        config = dataclasses.replace(config, max_new_tokens=token_budget(task, encode, config.set_size,
                                                              seed=config.seed))
     config = resolved(config)
     records: list[dict] = []
