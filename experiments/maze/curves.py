@@ -1,6 +1,6 @@
 """Training curves in one table: each run's metrics averaged over its first and last N steps.
 
-    python examples/maze/curves.py /tmp/maze-runs/grpo-s0 /tmp/maze-runs/vpo-s0 [--window 20]
+    python experiments/maze/curves.py /tmp/maze-runs/grpo-s0 /tmp/maze-runs/vpo-s0 [--window 20]
 """
 
 from __future__ import annotations

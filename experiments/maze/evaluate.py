@@ -17,8 +17,8 @@ pairwise L1) over the valid candidates and over all rows, the Pareto fraction an
 Dirichlet-weighted coverage of the oracle front. `--completions DIR` keeps every completion
 (DIR/NAME.json.gz); `--from-completions DIR` re-scores kept completions without sampling.
 
-    python examples/maze/evaluate.py --model grpo-s0=runs/grpo-s0:single --model vpo-s0=runs/vpo-s0:set \
-        --mazes 200 --out examples/maze/results/eval.json
+    python experiments/maze/evaluate.py --model grpo-s0=runs/grpo-s0:single --model vpo-s0=runs/vpo-s0:set \
+        --mazes 200 --out experiments/maze/results/eval.json
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ into a wall, jump, contradict their move letter, run over the budget, stop befor
 With `--task maze-notes` it also reports how often a written note is the cell's true note
 (the copy) and how often the next move is one the written note allows (the rule).
 
-    python examples/maze/failures.py evo/checkpoints/maze-warmup [--mazes 30] [--samples 30]
-    python examples/maze/failures.py evo/checkpoints/maze-notes-warmup --task maze-notes
+    python experiments/maze/failures.py evo/checkpoints/maze-warmup [--mazes 30] [--samples 30]
+    python experiments/maze/failures.py evo/checkpoints/maze-notes-warmup --task maze-notes
 """
 
 from __future__ import annotations

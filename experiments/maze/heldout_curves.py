@@ -7,8 +7,8 @@ snapshots), OUT.png (best@1, best@30, solved@30, front coverage@30, diversity an
 share against the training step, one line per algorithm: the mean over its seeds, a band from min to max) and
 OUT-final.json (each run's last snapshot and the warm-up in evaluate.py's format, for table.py).
 
-    python examples/maze/heldout_curves.py RUNS/grpo-s0 RUNS/vpo-s0 --task maze-notes \
-        --tokens-per-answer 96 --mazes 100 --out examples/maze/results-long/curves
+    python experiments/maze/heldout_curves.py RUNS/grpo-s0 RUNS/vpo-s0 --task maze-notes \
+        --tokens-per-answer 96 --mazes 100 --out experiments/maze/results-long/curves
 """
 
 from __future__ import annotations

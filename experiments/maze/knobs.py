@@ -2,7 +2,7 @@
 checkpoint on test mazes drawn with changed `MazeConfig` fields (exit rate, best@k as a
 fraction of the oracle, solved@k, front coverage@k).
 
-    python examples/maze/knobs.py --checkpoint evo/checkpoints/maze-notes-warmup --task maze-notes \
+    python experiments/maze/knobs.py --checkpoint evo/checkpoints/maze-notes-warmup --task maze-notes \
         --knob default --knob slack=0 --knob lava=10 --knob slack=0,lava=10 --out knobs.md
 
 The checkpoint was trained on the default knobs, so other settings are measured out of its

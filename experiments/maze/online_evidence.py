@@ -1,7 +1,7 @@
 """Issue 25's evidence: search on hard held-out mazes with the warm-up frozen, trained online
 by GRPO, trained online by VPO against the archive, and the shipped VPO checkpoint frozen.
 
-    PYTHONPATH=. python examples/maze/online_evidence.py --mazes 16 --seeds 3 --calls 100 \
+    PYTHONPATH=. python experiments/maze/online_evidence.py --mazes 16 --seeds 3 --calls 100 \
         --search-instance-seed 4242 --out runs/online-evidence
 
 The hard mazes are `evo compare`'s (evo/compare/search.py: the first test-split maze-notes

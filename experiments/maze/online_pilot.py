@@ -1,7 +1,7 @@
 """Pilot for training during the search (issue 34): one start checkpoint searched frozen and
 trained online under several settings, on the same hard mazes and run seeds, paired.
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 python examples/maze/online_pilot.py --task maze-clusters \
+    PYTHONPATH=. OMP_NUM_THREADS=1 python experiments/maze/online_pilot.py --task maze-clusters \
         --start local:maze-clusters-warmup --mazes 12 --seeds 2 --programs 240 --instance-seed 1717 \
         --arm frozen= --arm grpo=grpo --arm vpoa=vpo_archive --arm vpoa-lr2e-5=vpo_archive:lr=2e-5 \
         --out runs/online-pilot

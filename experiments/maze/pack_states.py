@@ -3,7 +3,7 @@ snapshot in shipped form (training.checkpoint.ship: float16 weights, tokenizer, 
 config, metrics; no optimizer state), an unfinished run whole (float32 weights and optimizer
 state, which `evo train --resume` needs) with its snapshots stored as float16.
 
-    python examples/maze/pack_states.py --steps 600 /work/runs24/vpo-s1 ... --out examples/maze/results-clusters/states
+    python experiments/maze/pack_states.py --steps 600 /work/runs24/vpo-s1 ... --out experiments/maze/results-clusters/states
 """
 
 from __future__ import annotations

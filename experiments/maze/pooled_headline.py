@@ -1,7 +1,7 @@
 """The sampling headline pooled over several fresh maze seeds: paired differences of two models
 over every maze of every seed (each model's evaluate.py JSON per seed directory).
 
-    python examples/maze/pooled_headline.py examples/maze/results-clusters/eval examples/maze/results-clusters/eval/seed90210 \
+    python experiments/maze/pooled_headline.py experiments/maze/results-clusters/eval experiments/maze/results-clusters/eval/seed90210 \
         --pair vpo-s0:grpo-s0 --pair vpo-s0:grpo-s0-step400 --json out.json
 
 A file NAME.json is looked up in each directory, then under the directory's seed prefix

@@ -3,7 +3,7 @@
 # seeds per algorithm, then evaluation on held-out mazes with matched candidate pools
 # (GRPO 30 samples vs VPO 10 rollouts x 3 answers) and the table with paired bootstrap CIs.
 #
-#   WARMUP=evo/checkpoints/maze-warmup STEPS=150 SEEDS="0 1 2" bash examples/maze/run.sh
+#   WARMUP=evo/checkpoints/maze-warmup STEPS=150 SEEDS="0 1 2" bash experiments/maze/run.sh
 #
 # Training runs go to $RUNS (default /tmp/maze-runs), two lanes in parallel (GRPO, VPO),
 # one torch thread each; results (eval JSON, table .md/.json, commands) to $RESULTS.
@@ -21,7 +21,7 @@ KL=${KL:-0}
 MAZES=${MAZES:-200}
 ALGOS=${ALGOS:-"grpo vpo"}
 RUNS=${RUNS:-/tmp/maze-runs}
-RESULTS=${RESULTS:-examples/maze/results}
+RESULTS=${RESULTS:-experiments/maze/results}
 mkdir -p "$RUNS" "$RESULTS"
 COMMANDS="$RESULTS/commands.txt"
 : > "$COMMANDS"
@@ -54,7 +54,7 @@ for algo in $ALGOS; do
   mode=$(prompt_of "$algo")
   for seed in $SEEDS; do models+=(--model "$algo-s$seed=$RUNS/$algo-s$seed:$mode"); done
 done
-echo "python examples/maze/evaluate.py ${models[*]} --task $TASK --tokens-per-route $TOKENS --mazes $MAZES --out $RESULTS/eval.json" >> "$COMMANDS"
-python examples/maze/evaluate.py "${models[@]}" --task "$TASK" --tokens-per-route "$TOKENS" --mazes "$MAZES" --out "$RESULTS/eval.json"
-echo "python examples/maze/table.py $RESULTS/eval.json --commands $COMMANDS --out $RESULTS/table" >> "$COMMANDS"
-python examples/maze/table.py "$RESULTS/eval.json" --commands "$COMMANDS" --out "$RESULTS/table"
+echo "python experiments/maze/evaluate.py ${models[*]} --task $TASK --tokens-per-route $TOKENS --mazes $MAZES --out $RESULTS/eval.json" >> "$COMMANDS"
+python experiments/maze/evaluate.py "${models[@]}" --task "$TASK" --tokens-per-route "$TOKENS" --mazes "$MAZES" --out "$RESULTS/eval.json"
+echo "python experiments/maze/table.py $RESULTS/eval.json --commands $COMMANDS --out $RESULTS/table" >> "$COMMANDS"
+python experiments/maze/table.py "$RESULTS/eval.json" --commands "$COMMANDS" --out "$RESULTS/table"

@@ -7,7 +7,7 @@ final hypervolume / oracle front (bootstrap CI and Wilcoxon p, evo.metrics.paire
 the hypervolume difference at every budget point. With --power: the sample size each
 difference needs for 80% power at --effect (two-sided 5%), from the sd of the paired differences.
 
-    python examples/maze/search_pairs.py RUNS/main-s1/search RUNS/main-s2/search \
+    python experiments/maze/search_pairs.py RUNS/main-s1/search RUNS/main-s2/search \
         --pair vpo:grpo --pair vpo:vpo1 --pair vpo:warmup --json out.json
 """
 

@@ -2,8 +2,8 @@
 (config.json says float32, like the warm-ups), tokenizer, the training config and metrics (no
 optimizer state), so that `local:DIR` and `vllm serve DIR` load it.
 
-    python examples/maze/ship.py /tmp/maze-runs/vpo-s0 evo/checkpoints/maze-vpo
-    python examples/maze/ship.py RUNS/vpo-s0 evo/checkpoints/maze-notes-vpo --step 600   # a snapshot
+    python experiments/maze/ship.py /tmp/maze-runs/vpo-s0 evo/checkpoints/maze-vpo
+    python experiments/maze/ship.py RUNS/vpo-s0 evo/checkpoints/maze-notes-vpo --step 600   # a snapshot
 
 With --step N the weights come from the run's snapshot RUN/steps/NNNNNN (`evo train
 --snapshot-every`) and the metrics stop at step N.

@@ -1,8 +1,8 @@
 """Turn evaluate.py's JSON into the committed table: per-algorithm means over seeds, and
 paired bootstrap intervals of (algorithm - GRPO) across held-out mazes.
 
-    python examples/maze/table.py examples/maze/results/eval.json --commands examples/maze/results/commands.txt \
-        --out examples/maze/results/table
+    python experiments/maze/table.py experiments/maze/results/eval.json --commands experiments/maze/results/commands.txt \
+        --out experiments/maze/results/table
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ leaves (best@30 / oracle, solved@30, front coverage@30), and, for a trained warm
 same figures from its samples (evaluate.py's protocol: 30 single-route samples per maze,
 temperature 0.7, every answer scored as it stands).
 
-    python examples/maze/variants.py --mazes 200 --warmup maze-clusters=DIR --out examples/maze/results-clusters/variants
+    python experiments/maze/variants.py --mazes 200 --warmup maze-clusters=DIR --out experiments/maze/results-clusters/variants
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ that contradicts its cells, not starting on S), missing the exit, over the budge
 of an earlier route of its set, or valid; and how many routes the training reward's rules
 zero (a repeat, and every route of a set that does not parse as a whole).
 
-    python examples/maze/zero_routes.py examples/maze/results-long/rescored/completions/vpo-s0.json.gz \
+    python experiments/maze/zero_routes.py experiments/maze/results-long/rescored/completions/vpo-s0.json.gz \
         --task maze-notes --mazes 200 --maze-seed 2026 --answers 3
 """
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONPATH=$PWD
 RUNS=${RUNS:-/work/runs33}
-S=examples/maze/results-clusters/states
+S=experiments/maze/results-clusters/states
 python3 -m evo compare --task maze-clusters \
   --policy grpo=local:maze-clusters-grpo \
   --policy warmup=local:maze-clusters-warmup --policy warmup3=local:maze-clusters-warmup \
