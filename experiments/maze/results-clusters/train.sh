@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# RL lanes on maze-clusters from the committed warm-up (evo/checkpoints/maze-clusters-warmup; commands.txt names its old copy, experiments/maze/results-clusters/warmup, the same weights), one torch
+# RL lanes on maze-clusters from the committed warm-up (evo/checkpoints/maze-clusters-warmup; commands.txt names its old copy, examples/maze/results-clusters/warmup, the same weights), one torch
 # thread per lane, two lanes side by side, run from a fixed commit in a git worktree:
-#   git worktree add /work/exp24 COMMIT && cd /work/exp24 && RUNS=/work/runs24 PYTHONPATH=$PWD OMP_NUM_THREADS=1 nohup bash experiments/maze/results-clusters/train.sh a &
+#   git worktree add /work/exp24 COMMIT && cd /work/exp24 && RUNS=/work/runs24 PYTHONPATH=$PWD OMP_NUM_THREADS=1 nohup bash examples/maze/results-clusters/train.sh a &
 # Resumable: a run directory with trainer_state.pt continues with `evo train --out DIR --resume --steps N`, which is
 # what a lane does when its directory exists (the tree keeps no resumable state: commit 16eaec0 holds the
 # step-600 states of grpo-s0, vpo-s0 and grpo-darling-s0; check one out, copy it to $RUNS/NAME and run its lane).

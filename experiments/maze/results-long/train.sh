@@ -5,7 +5,7 @@
 # Resumable: a run directory with trainer_state.pt continues with --resume. results-long/runs/
 # keeps each run's train_config.json and metrics.jsonl.gz; the weights and resumable states
 # (vpo-s0, grpo-s0, rwgrpo-s0, multirlvr-s0, grpo-darling-s0) are in commit 16eaec0's tree:
-# `git checkout 16eaec0 -- experiments/maze/results-long/runs/vpo-s0` brings one back.
+# `git checkout 16eaec0 -- examples/maze/results-long/runs/vpo-s0` brings one back.
 set -euo pipefail
 RUNS=${RUNS:-/tmp/maze-long}
 WARMUP=evo/checkpoints/maze-notes-warmup

@@ -7,7 +7,7 @@ set -euo pipefail
 cd /work/exp34h
 case $1 in a) seed=5151 ;; b) seed=6262 ;; esac
 G=start=local:maze-clusters-grpo,answers=1
-PYTHONPATH=/work/exp34h OMP_NUM_THREADS=1 nice -n 5 python3 experiments/maze/online_pilot.py --task maze-clusters \
+PYTHONPATH=/work/exp34h OMP_NUM_THREADS=1 nice -n 5 python3 examples/maze/online_pilot.py --task maze-clusters \
   --start local:maze-clusters-vpo --answers 0 --mazes 8 --seeds 2 --programs 240 --instance-seed $seed \
   --arm grpo1-frozen=:$G --arm grpo1=grpo:lr=2e-4,$G --arm grpo1-dupzero=grpo:lr=2e-4,duplicates='"zero"',$G \
   --arm grpo1-dupscore=grpo:lr=2e-4,duplicates='"score"',$G --arm grpo1-every8=grpo:lr=2e-4,every=8,$G \

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd /work/exp34i
 case $1 in a) seed=3131 ;; b) seed=5353 ;; esac
-PYTHONPATH=/work/exp34i OMP_NUM_THREADS=1 nice -n 5 python3 experiments/maze/online_pilot.py --task maze-clusters \
+PYTHONPATH=/work/exp34i OMP_NUM_THREADS=1 nice -n 5 python3 examples/maze/online_pilot.py --task maze-clusters \
   --start local:maze-clusters-vpo --answers 0 --mazes 36 --seeds 2 --programs 240 --instance-seed $seed \
   --arm frozen= --arm vpo-every8=vpo:lr=2e-4,every=8 \
   --out /work/runs34/every8-s$seed

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd /work/exp34f
 case $1 in a) seed=6464 ;; b) seed=7575 ;; esac
-PYTHONPATH=/work/exp34f OMP_NUM_THREADS=1 nice -n 5 python3 experiments/maze/online_pilot.py --task maze-clusters --minimized \
+PYTHONPATH=/work/exp34f OMP_NUM_THREADS=1 nice -n 5 python3 examples/maze/online_pilot.py --task maze-clusters --minimized \
   --start local:maze-clusters-warmup --mazes 8 --seeds 2 --programs 240 --instance-seed $seed \
   --arm frozen= --arm vpoa=vpo_archive --arm grpo=grpo --arm grpo-lr2e-4=grpo:lr=2e-4 --arm grpo-lr2e-4-zero=grpo:lr=2e-4,failures='"zero"' \
   --out /work/runs34/minimized-s$seed

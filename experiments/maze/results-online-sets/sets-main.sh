@@ -5,7 +5,7 @@
 set -euo pipefail
 cd /work/exp34g
 case $1 in a) seed=8181 ;; b) seed=9292 ;; esac
-PYTHONPATH=/work/exp34g OMP_NUM_THREADS=1 nice -n 5 python3 experiments/maze/online_pilot.py --task maze-clusters \
+PYTHONPATH=/work/exp34g OMP_NUM_THREADS=1 nice -n 5 python3 examples/maze/online_pilot.py --task maze-clusters \
   --start local:maze-clusters-vpo --answers 0 --mazes 24 --seeds 2 --programs 240 --instance-seed $seed \
   --arm frozen= --arm vpo=vpo:lr=2e-4 --arm vpoa-lr2e-4=vpo_archive:lr=2e-4 \
   --arm first=first+vpo_archive:steps=4,prompts=4,group=4,answers=3 \
