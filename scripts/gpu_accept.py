@@ -144,8 +144,8 @@ def update_figures(model, tokenizer, samples, args, micro_batches: int, device: 
 
 @contextlib.contextmanager
 def earlier_loss(path: Path):
-    """The trainer's update with an earlier loss module (its token_logprobs returned every
-    token's log-softmax, (rows, T, V) in float32, which its ppo_clip_loss took)."""
+    """The trainer's update with a baseline loss module (its token_logprobs returns every
+    token's log-softmax, (rows, T, V) in float32, which its ppo_clip_loss takes)."""
     from training import trainer
 
     module = sys.modules["earlier_loss"] = types.ModuleType("earlier_loss")

@@ -11,7 +11,8 @@
 #   DEVICE=cpu SHAPE=tiny PROMPTS=2 GROUP=2 PROMPT_TOKENS=8 NEW_TOKENS=8 MICRO=1,2 STAGES=speed bash scripts/gpu_accept.sh
 #   DEVICE=cpu STAGES=learn LEARN_SIZE=nano LEARN_STEPS=300 LEARN_BATCH=24 LEARN_INSTANCES=16 bash scripts/gpu_accept.sh
 #
-# BEFORE=FILE adds the update with an earlier loss module (git show 1e2f708:training/loss.py > FILE).
+# BEFORE=FILE adds the update with a baseline loss module, the full float32 log-softmax
+# (git show 1e2f708:training/loss.py > FILE).
 # The last line printed is the JSON of every figure (also written to $OUT/gpu_accept.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,4 @@
-"""examples/maze/table.py: seeds grouped per algorithm, and each seed's run against the
+"""experiments/maze/table.py: seeds grouped per algorithm, and each seed's run against the
 baseline's run of the same seed, on a hand-computed case."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-TABLE = Path(__file__).resolve().parents[1] / "examples" / "maze" / "table.py"
+TABLE = Path(__file__).resolve().parents[1] / "experiments" / "maze" / "table.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""examples/maze/zero_routes.py: each route of a set gets the first reason it scores zero."""
+"""experiments/maze/zero_routes.py: each route of a set gets the first reason it scores zero."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import tasks
 
-SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "maze" / "zero_routes.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "maze" / "zero_routes.py"
 
 
 @pytest.fixture(scope="module")

@@ -131,7 +131,7 @@ def test_snapshots_keep_the_weights_of_every_nth_step(init_dir, tmp_path):
     final, _ = models.load(tmp_path / "o")
     assert all(torch.equal(a, b) for a, b in zip(last.state_dict().values(), final.state_dict().values()))
     assert not (tmp_path / "o" / "steps" / "000004" / checkpoint.STATE_FILE).exists()
-    shipped = checkpoint.ship(tmp_path / "o", tmp_path / "shipped")  # what examples/maze/ship.py does
+    shipped = checkpoint.ship(tmp_path / "o", tmp_path / "shipped")  # what experiments/maze/ship.py does
     assert {"train_config.json", "metrics.jsonl", "config.json"} <= {p.name for p in shipped.iterdir()}
     assert not (shipped / checkpoint.STATE_FILE).exists()
     assert json.loads((shipped / "config.json").read_text())["dtype"] == "float32"

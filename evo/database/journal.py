@@ -184,7 +184,7 @@ class CandidateJournal:
             finally:
                 connection.execute("DETACH DATABASE legacy")
         except sqlite3.DatabaseError as error:
-            raise UserError(f"{legacy}: the old run journal is unreadable ({error}); move it away to resume without it") from None
+            raise UserError(f"{legacy}: the separate run journal is unreadable ({error}); move it away to resume without it") from None
         for suffix in ("", "-wal", "-shm"):
             Path(f"{legacy}{suffix}").unlink(missing_ok=True)
         return True

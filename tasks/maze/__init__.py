@@ -158,7 +158,7 @@ CLUSTER_TAKE = 0.1  # each tile's chance to be a demonstration's waypoint: a war
 
 def with_clusters() -> MazeTask:
     """The 7x7 four-cluster maze with notes (tasks/maze/clusters.py): a front of 10.2 points on
-    average against the paper's maze's 2.4 (examples/maze/variants.py)."""
+    average against the paper's maze's 2.4 (experiments/maze/variants.py)."""
     return MazeTask(ClusterConfig(), name="maze-clusters", notes=True, take=CLUSTER_TAKE)
 
 

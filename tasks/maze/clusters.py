@@ -10,7 +10,7 @@ moves that collect the whole of the cheapest cluster and reach E, plus `slack` (
 default: exactly one cluster can be taken whole, by its tightest route; the others only in
 part, and what a route takes from one cluster competes with what it can take from another,
 so the exact front has 10.2 points on average against the paper's maze's 2.4; a budget 2
-under it gives 4.8, 4 under it 2.2: examples/maze/results-clusters/variants.md). A random
+under it gives 4.8, 4 under it 2.2: experiments/maze/results-clusters/variants.md). A random
 symmetry of the square varies the orientation; the train/test split is the parity of the
 maze's checksum, as for the paper's maze (tasks/maze/generator.py).
 """
