@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ class Comparison:
     result: dict
     markdown: str
     arrays_file: str
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    arrays: dict[str, Any] = field(default_factory=dict)
     draw: Callable[[Path], list[Path]] = lambda out: []
 
 

@@ -83,7 +83,7 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
     arrays: dict[str, Any] = {**vectors, **{f"curve_{k}": v for k, v in curves.items()}}
 
     def draw(folder: Path) -> list[Path]:
-        written = [plots.best_at_k(result["sampling"], ks, folder / "best_at_k.png"),
+        written = [plots.best_at_k(rows, ks, folder / "best_at_k.png"),
                    plots.reward_scatter(vectors, task.objectives, folder / "reward_space.png")]
         if runs:
             written.append(plots.evolution(curves, folder / "evolution.png"))
