@@ -45,7 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tasks  # noqa: E402
-from evo.commands.pretrain import context_for  # noqa: E402
+from training.pretrain import context_for  # noqa: E402
 from evo.policies.sampler import Sampler  # noqa: E402
 from training import memory, models, precision, sft, tiny  # noqa: E402
 from training.config import TrainConfig  # noqa: E402

@@ -33,7 +33,7 @@ def test_evolve_a_function_with_a_python_scorer(tmp_path):
         assert result.best.scalar >= initial.scalar and result.progress.iteration == 6
         assert "def target(x):" in result.best.code and "EVOLVE-BLOCK-START" in result.best.code
         assert result.database.config.objectives == ("fit", "error_size")  # found from the scorer's keys
-    from evo.commands.show import summary
+    from evo.report.summary import summary
 
     shown = summary(tmp_path / "run")  # an ordinary run directory: evo show / evo report read it
     assert shown["best"]["id"] == result.best.id and shown["best"]["scores"]["error_size"] >= 0

@@ -9,6 +9,7 @@ import pytest
 
 from evo.commands import pretrain, train
 from training.config import TrainConfig
+from training.directory import build_config
 from training.sft import SFTConfig
 
 
@@ -39,7 +40,7 @@ def test_pretrain_flags_default_to_sft_config():
 
 
 def test_a_new_train_run_gets_the_config_steps(tmp_path):
-    config = train.build_config(tmp_path / "run", False, "init", None, {"task": "maze", "algo": "grpo"})
+    config = build_config(tmp_path / "run", False, "init", None, {"task": "maze", "algo": "grpo"})
     assert config.steps == default(TrainConfig.__dataclass_fields__["steps"])
 
 

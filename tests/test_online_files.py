@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from evo import report
-from evo.commands.show import summary
+from evo.report.summary import summary
 from evo.errors import UserError
 from evo.report.page import render
 from tests.evo_cli import refused

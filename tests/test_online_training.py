@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from evo import report
-from evo.commands.show import summary
+from evo.report.summary import summary
 from evo.database import Database
 from tests.evo_cli import refused
 from training import tiny

@@ -241,7 +241,7 @@ def test_a_set_trained_checkpoint_searches_with_its_own_m_prompt(tmp_path):
     """The shipped VPO checkpoint (m = 3) on a maze spec: asked with the task's 3-route head, it
     writes routes that become three candidates per reply; `evo show` counts replies apart."""
     import tasks
-    from evo.commands.show import summary
+    from evo.report.summary import summary
 
     task = tasks.get("maze-clusters")
     spec = task.problem_spec(task.instances("test", 1, seed=11)[0], tmp_path / "maze")
@@ -289,7 +289,7 @@ def test_an_openai_server_answers_a_set_prompt_on_nguyen7(tmp_path, server):
     """`evo run examples/nguyen7/problem.toml --policy 'openai:URL#MODEL;chat' --answers 3`
     (docs/search.md): each reply's three programs are three candidates; the server saw the set
     prompt; tokens per program are counted from the server's usage."""
-    from evo.commands.show import summary
+    from evo.report.summary import summary
     from evo.policies.openai import OpenAIPolicy, parse_uri
 
     fake = editing_server(server)

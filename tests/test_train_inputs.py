@@ -142,7 +142,7 @@ def test_bad_numbers_are_refused_before_training(settings, wanted):
 
 
 def test_clip_bounds_that_cannot_bind_are_refused(init_dir, tmp_path):
-    from evo.commands.train import build_config
+    from training.directory import build_config
 
     def build(**settings):
         return build_config(tmp_path / "run", False, str(init_dir), 2, {"task": "maze", "algo": "grpo", **settings})

@@ -71,7 +71,7 @@ TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "e
 # `evo run --train` without --train-option lr: a tenth of the offline rate for the model's size
 # (2e-5 for the tiny models). At the offline rate (2e-4) online training made the search worse on
 # fresh maze-clusters instances (136 paired runs: success -0.103 [-0.184, -0.022],
-# examples/maze/results-online-pilot/) and on maze-notes; at a tenth it did no harm in the pilots.
+# experiments/maze/results-online-pilot/); at a tenth it did no harm in the pilots.
 ONLINE_LR_FACTOR = 0.1
 LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer (rollouts x this), unless given
 

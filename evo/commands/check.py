@@ -9,45 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
-
-
-OUTPUT_LINES, OUTPUT_CHARS = 20, 3000  # of the evaluation's captured output shown
-
-
-def _output(evaluation: Any) -> str:
-    """The tail of what the scorer and the candidate printed, bounded and escaped."""
-    from evo.feedback import clean, tail
-
-    return clean(tail(evaluation.output, OUTPUT_CHARS, OUTPUT_LINES)) if evaluation.output.strip() else ""
-
-
-def _report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
-    from evo.features import as_dict, feature_values
-    from evo.scores import BadOutput, real_values, scalarize
-
-    problem = spec.problem
-    if not evaluation.ok:
-        error = {"kind": evaluation.failure.kind, "message": evaluation.failure.message}
-        if problem.cascade and evaluation.stage:  # which stage failed: OpenEvolve's stages often return other keys
-            stages = (problem.scorer, *(scorer for scorer, _ in problem.cascade))
-            error.update(stage=evaluation.stage, scorer=stages[evaluation.stage - 1])
-        artifacts = {"feedback": evaluation.feedback} if evaluation.feedback else {}  # an EvaluationResult's traceback
-        return {"error": error, **artifacts, "output": _output(evaluation)}
-    try:
-        features = feature_values(spec.features, code, evaluation.scores, evaluation.extras, problem.objectives)
-    except BadOutput as error:
-        return {"error": {"kind": "bad_output", "message": str(error)}, "output": _output(evaluation)}
-    return {
-        "scores": real_values(evaluation.scores, problem.objectives, problem.minimize),
-        "scalar": float(scalarize(evaluation.scores, np.array(problem.weights))),
-        "features": as_dict(spec.features, features),
-        "extras": dict(evaluation.extras),
-        "seconds": round(evaluation.seconds, 4),
-        "feedback": evaluation.feedback,
-        "stage": evaluation.stage,
-        "output": _output(evaluation),
-    }
 
 
 def _show(program: Path, report: dict[str, Any]) -> None:
@@ -95,6 +56,7 @@ def _show_output(output: str) -> None:
 def command(spec_path: Path, as_json: bool) -> int:
     """Validate SPEC and evaluate its initial program in the sandbox."""
     from evo import spec as spec_module
+    from evo.initial_check import report as initial_report
     from evo.sandbox import Sandbox
 
     spec = spec_module.load(spec_path)
@@ -108,7 +70,7 @@ def command(spec_path: Path, as_json: bool) -> int:
             if spec.problem.minimize:
                 click.echo(f"minimize  {', '.join(spec.problem.minimize)} (shown as reported; the scalar and selection use -value)")
         evaluations = [future.result() for future in [sandbox.submit(code) for code in codes]]
-    reports = [_report(spec, code, evaluation) for code, evaluation in zip(codes, evaluations)]
+    reports = [initial_report(spec, code, evaluation) for code, evaluation in zip(codes, evaluations)]
     if as_json:
         payload = reports[0] if len(reports) == 1 else {"programs": reports}
         click.echo(json.dumps(payload))

@@ -1,67 +1,110 @@
-"""`evo compare`: two modes under one name, each its own click command with only its own flags.
+"""`evo compare`: policies side by side, in one of two modes that `--task` or `--spec` picks.
 
-    evo compare --task T    --policy NAME=URI ...   evo/commands/compare_task.py (sampling metrics, then search)
-    evo compare --spec SPEC --policy NAME=URI ...   evo/commands/compare_spec.py (search on your own problem)
+    evo compare --task T    --policy NAME=URI ...   sampling metrics on a task family's held-out instances, then search
+    evo compare --spec SPEC --policy NAME=URI ...   search on your own problem (evo/compare/spec_mode.py)
 
-`--task` or `--spec` picks the mode; a flag of the other mode is refused in one line that
-names the mode it belongs to.
+A flag of the other mode is refused in one line that names the mode it belongs to; both modes
+write through evo/compare/output.py.
 """
 
 from __future__ import annotations
 
+import json
+import shlex
+import sys
+from pathlib import Path
+
 import click
 
-from evo.commands import compare_spec, compare_task
+from evo.commands import params
+from evo.commands.modes import ONE_OF, ModeOption, one_mode
+from evo.compare.pools import Sampling
+from evo.compare.search import Search
 from evo.errors import UserError
 
-MODES: dict[str, click.Command] = {"--task": compare_task.command, "--spec": compare_spec.command}
-HELP = ("Compare policies on a task family (--task T: matched-budget sampling metrics, then evolutionary search) "
-        "or by evolutionary search on your own problem (--spec PROBLEM.toml).")
+def task_option(*decls, **attrs):
+    return click.option(*decls, cls=ModeOption, mode="--task", show_default=True, **attrs)
 
 
-def flags(command: click.Command) -> set[str]:
-    """Every spelling of every option of `command` (--name, --no-name, -x)."""
-    return {name for param in command.params if isinstance(param, click.Option)
-            for name in (*param.opts, *param.secondary_opts)}
+def spec_option(*decls, **attrs):
+    return click.option(*decls, cls=ModeOption, mode="--spec", show_default=True, **attrs)
 
 
-def mode_of(args: list[str]) -> str | None:
-    """The mode flag among `args` ("--task" or "--spec"); None when neither; a UserError for both."""
-    given = {flag for flag in MODES for arg in args if arg == flag or arg.startswith(flag + "=")}
-    if len(given) > 1:
-        raise UserError("give --task T (a task family) or --spec PROBLEM.toml (your problem), one of them")
-    return next(iter(given), None)
+@click.command(name="compare")
+@click.option("--task", "task_name", is_eager=True, callback=one_mode, help="the task mode: a registered task family (see evo tasks)")
+@click.option("--spec", "spec_path", is_eager=True, callback=one_mode, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="the spec mode: your problem spec, the policies compared by search on it")
+@task_option("--k", "k_text", default="1,5,10,30", help="k values for pass@k and best@k")
+@task_option("--instances", default=100, type=click.IntRange(2), help="held-out instances to sample")
+@task_option("--pool", default=Sampling.pool, type=click.IntRange(1), help="candidate answers per instance and policy")
+@task_option("--temperature", default=Sampling.temperature, type=params.TEMPERATURE)
+@task_option("--tokens-per-answer", default=Sampling.tokens_per_answer, type=click.IntRange(1))
+@task_option("--search-instances", default=Search.instances, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
+@task_option("--search-seeds", default=Search.seeds, type=click.IntRange(1))
+@task_option("--search-programs", default=Search.programs, type=click.IntRange(1),
+             help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
+@task_option("--search-pool", default=Search.pool, type=click.IntRange(0),
+             help="hard instances: no policy's pool of this many sampled answers reaches the optimum (0: only the initial program's rule)")
+@task_option("--search-instance-seed", default=Search.instance_seed, type=int,
+             help="seed of the hard search instances (test split), apart from --seed's sampling instances")
+@task_option("--resume", is_flag=True, help="continue a stopped comparison in --out (same arguments): finished search runs are kept")
+@spec_option("--seeds", default=3, type=click.IntRange(2), help="search runs per policy (paired by seed)")
+@spec_option("--programs", default=120, type=click.IntRange(1),
+             help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
+@spec_option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a spec key, as in evo run")
+@spec_option("--train", "train", multiple=True, metavar="NAME=ALGO",
+             help="train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
+@spec_option("--train-every", type=click.IntRange(1), default=None, help="--train: committed iterations per PPO step (default 4)")
+@spec_option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--train: as evo run --train-option")
+@params.compare_options
+def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_per_answer, search_instances, search_seeds,
+            search_programs, search_pool, search_instance_seed, resume, seeds, programs, sets, train, train_every,
+            train_options, policies, answers, seed, out, as_json, quiet) -> None:
+    """Compare policies on a task family (--task T: matched-budget sampling metrics, then evolutionary search)
+    or by evolutionary search on your own problem (--spec PROBLEM.toml)."""
+    from evo.compare import output
+
+    if task_name is None and spec_path is None:
+        raise UserError(ONE_OF)
+    line = shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None
+    if task_name is not None:
+        from evo.compare import task_mode
+
+        uris = _policies(policies)
+        comparison = task_mode.compare(
+            task_name, uris, params.answers_pairs(answers, uris), k_text, instances,
+            Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed),
+            Search(instances=search_instances, seeds=search_seeds, programs=search_programs,
+                   instance_seed=search_instance_seed, pool=search_pool), out, resume=resume, quiet=quiet, command=line)
+    else:
+        from evo.compare import spec_mode
+        from evo.run_dir import check_spec
+
+        overrides = params.spec_overrides({}, sets)
+        spec = check_spec(spec_path, overrides)
+        uris = _policies(policies)
+        trained = _trainers(train, uris, train_every, train_options, spec.search)
+        comparison = spec_mode.compare(spec, uris, overrides, params.answers_pairs(answers, uris), seeds, programs, seed,
+                                       out, trained=trained, quiet=quiet, command=line)
+    written = output.write(comparison, out)
+    if written.plots_skipped:
+        click.echo(output.PLOTS_SKIPPED, err=True)
+    click.echo(json.dumps(comparison.result) if as_json
+               else comparison.markdown + "".join(f"wrote {p}\n" for p in written.files))
 
 
-def refuse_other_mode(mode: str, option: str | None) -> None:
-    """A UserError when `option` is a flag of the other mode only."""
-    other = next(flag for flag in MODES if flag != mode)
-    if option and option in flags(MODES[other]) - flags(MODES[mode]):
-        raise UserError(f"{option} belongs to evo compare {other} (the {other[2:]} mode), not to evo compare {mode}")
+def _policies(policies: tuple[str, ...]) -> dict[str, str]:
+    uris = params.parse_pairs(policies, "--policy")
+    if not uris:
+        raise UserError("give at least one --policy NAME=URI")
+    return uris
 
 
-class Compare(click.Command):
-    """Hands the command line to the mode its --task or --spec names (evo/cli.py calls make_context)."""
+def _trainers(pairs: tuple[str, ...], uris: dict, every: int | None, options: tuple[str, ...], search) -> dict:
+    if not pairs:
+        if every is not None or options:
+            raise UserError("--train-every and --train-option go with --train NAME=ALGO")
+        return {}
+    from training.compare import trainers
 
-    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
-        mode = mode_of(args)
-        if mode is None:
-            if any(arg in ("--help", "-h") for arg in args):
-                click.echo(self.both_helps(info_name, parent))
-                raise click.exceptions.Exit(0)
-            raise UserError("give --task T (a task family) or --spec PROBLEM.toml (your problem), one of them")
-        try:
-            return MODES[mode].make_context(info_name, args, parent=parent, **extra)
-        except click.NoSuchOption as error:
-            refuse_other_mode(mode, error.option_name)
-            raise
-
-    def both_helps(self, info_name, parent) -> str:
-        parts = [HELP]
-        for flag, command in MODES.items():
-            ctx = click.Context(command, info_name=f"{info_name} {flag} ...", parent=parent)
-            parts.append(f"\n== evo compare {flag} ==\n\n{command.get_help(ctx)}")
-        return "\n".join(parts)
-
-
-command = Compare(name="compare", help=HELP, short_help="Compare policies on a task family (--task) or your own problem (--spec).")
+    return trainers(params.parse_pairs(pairs, "--train"), uris, every, params.parse_options(options), search)

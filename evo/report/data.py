@@ -28,6 +28,14 @@ DIFF_LINES = 400  # the most lines of one lineage step's diff kept in the page
 LINEAGE_SHOWN = 40  # the latest lineage steps shown with their diffs; the earlier ones (but the first) summarized
 
 
+def check_run(directory: Path) -> None:
+    """A UserError when `directory` holds no run's database."""
+    from evo.database import database_file
+
+    if not database_file(directory).is_file():
+        raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
+
+
 @dataclass(frozen=True)
 class RunRecords:
     """Everything the report reads from a run directory."""
@@ -45,12 +53,11 @@ class RunRecords:
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
-        from evo.database import Database, database_file
+        from evo.database import Database
         from evo.run_dir import policy_names
         from evo.training_log import figures
 
-        if not database_file(directory).is_file():
-            raise UserError(f"{directory}: no run here (no {database_file(directory).name}); start one with evo run SPEC --out {directory}")
+        check_run(directory)
         with Database.open(directory, read_only=True) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
                        tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), db.config.minimize,
@@ -66,10 +73,10 @@ def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple
            end: int = 0) -> dict:
     """Best-so-far per iteration, up to the run's last iteration `end` (or the last program's):
     of the scalar and of each objective on its own (real values: a minimized objective's
-    curve goes down)."""
+    curve goes down); `first`: the scalar of the first program evaluated, where the search started."""
     ok = [p for p in programs if p.ok]
     if not ok:
-        return {"iterations": [], "scalar": [], "objectives": {name: [] for name in objectives}}
+        return {"iterations": [], "scalar": [], "objectives": {name: [] for name in objectives}, "first": None}
     last = max(end, max(p.iteration for p in ok))
     scalar = np.full(last + 1, -np.inf)
     scores = np.full((last + 1, len(objectives)), -np.inf)
@@ -80,7 +87,7 @@ def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple
     start = int(np.argmax(np.isfinite(scalar)))
     scores = oriented(scores, objectives, minimize)
     return {"iterations": list(range(start, last + 1)), "scalar": scalar[start:].tolist(),
-            "objectives": {name: scores[start:, j].tolist() for j, name in enumerate(objectives)}}
+            "objectives": {name: scores[start:, j].tolist() for j, name in enumerate(objectives)}, "first": ok[0].value}
 
 
 def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str, minimize: tuple[str, ...] = ()) -> dict:
@@ -97,20 +104,25 @@ def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str, 
 
 
 def grid(programs: list[Program], features: tuple[FeatureConfig, ...]) -> dict | None:
-    """The MAP-Elites archive over the first two features: the best scalar per cell (None: empty)."""
+    """The MAP-Elites archive over the first two features: the best scalar per cell, and the
+    share of the whole grid's cells filled (None: no features)."""
     if not features:
         return None
     shown = features[:2]
     cells = Grid(features)
     shape = tuple(f.bins for f in features)
     values = np.full((shown[0].bins, shown[1].bins if len(shown) > 1 else 1), np.nan)
+    filled = set()
     for p in programs:
         if p.ok:
-            index = np.unravel_index(cells.cell(p.features), shape)
+            cell = cells.cell(p.features)
+            filled.add(cell)
+            index = np.unravel_index(cell, shape)
             at = (index[0], index[1] if len(shown) > 1 else 0)
             values[at] = np.fmax(values[at], p.value)
     return {"features": [{"name": f.name, "range": list(f.range), "bins": f.bins} for f in shown],
-            "values": [[None if np.isnan(v) else float(v) for v in row] for row in values]}
+            "values": [[None if np.isnan(v) else float(v) for v in row] for row in values],
+            "coverage": len(filled) / cells.cells}
 
 
 def lineage(programs: Mapping[int, Program], best: Program | None, shown: int = LINEAGE_SHOWN) -> list[dict]:

@@ -38,7 +38,7 @@ POLICIES = {  # name: (URI, online estimator or None)
 def run_all(args, out: Path, after_maze=lambda best, volume: None) -> tuple[dict, dict]:
     import tasks
     from evo import policies as registry
-    from evo.commands.compare_spec import trained
+    from training.compare import trained
     from evo.compare import spec_search
     from evo.compare.search import Search, hard_instances
     from training.online import OnlineSettings
@@ -112,7 +112,7 @@ def write(args, best: dict, volume: dict, wall_s: float, partial: bool) -> None:
     (args.out / "table.json").write_text(json.dumps(result, indent=1) + "\n")
     np.savez_compressed(args.out / "curves.npz", **{f"best_{k}": v for k, v in best.items()},
                         **{f"hypervolume_{k}": v for k, v in volume.items()})
-    from evo.commands.compare_spec import plots
+    from evo.compare.spec_mode import draw as plots
     from evo.compare import summary
 
     columns_rows = {name: {k: v for k, v in row.items() if isinstance(v, dict)} for name, row in rows.items()}

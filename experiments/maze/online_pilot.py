@@ -88,7 +88,7 @@ def train_first(spec_path: Path, overrides: dict, uri: str, arm, seed: int, prog
 
 
 def one_run(task, maze, uri, policy, arm, seed, programs, directory: Path, minimized: bool = False) -> dict:
-    from evo.commands.compare_spec import trained
+    from training.compare import trained
     from evo.compare import spec_search
     from training.online import OnlineSettings
 

@@ -35,7 +35,7 @@ MODES = {  # name: (spec overrides, what it is)
 def measure(url: str, spec_path: Path, overrides: dict, iterations: int, seed: int, out: Path) -> dict:
     from evo import run_dir
     from evo.loop import RunOptions
-    from evo.commands.show import summary
+    from evo.report.summary import summary
     from evo.policies.openai import OpenAIPolicy, parse_uri
 
     policy = OpenAIPolicy(parse_uri(f"{url}#tiny;timeout=120"))
