@@ -1,7 +1,9 @@
 """The Task contract: a family of problem instances whose answers get reward VECTORS.
 
-`tasks/` knows nothing of search or training. Training uses prompts, parsers and scorers;
-the search uses only `problem_spec` (a TOML file that `evo run` can search).
+`tasks/` knows nothing of search or training (a task that runs candidate code, such as
+HumanEval, uses only the sandbox's public face: `evo.sandbox` and `evo.sandbox.candidate`;
+tests/test_layers.py holds it to that). Training uses prompts, parsers and scorers; the search
+uses only `problem_spec` (a TOML file that `evo run` can search).
 """
 
 from __future__ import annotations

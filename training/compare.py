@@ -12,7 +12,7 @@ from evo.errors import UserError
 
 def trainers(algos: Mapping[str, str], uris: Mapping[str, str], every: int | None, options: dict,
              search: Any) -> dict[str, tuple[dict, Callable]]:
-    """NAME -> (its settings as stored in compare.json, `train(config)` for
+    """NAME -> (its settings as stored in compare.json, `train(config, loop)` for
     evo.compare.spec_search.run_one), every setting checked against the policy and the spec's
     [search] settings (OnlineSettings.check_policy, as `evo run --train` checks them)."""
     from training.online import OnlineSettings
@@ -27,15 +27,14 @@ def trainers(algos: Mapping[str, str], uris: Mapping[str, str], every: int | Non
 
 
 def trained(settings) -> Callable:
-    """`train(config)` for spec_search.run_one: the run's policy, loaded afresh (every run starts
-    from the checkpoint's weights), and the learner that trains it during the run."""
+    """`train(config, loop)` for spec_search.run_one: the run's policy, loaded afresh (every run
+    starts from the checkpoint's weights), and the learner that trains it during the run."""
     from evo import policies as registry
-    from evo.run_dir import loop_config
     from training.online import Learner
 
-    def start(config):
-        policy, spec = registry.load(config.policy), config.spec()
-        return policy, Learner.of(policy, config.directory, loop_config(spec, config), next(iter(config.named)),
-                                  spec.problem, settings)
+    def start(config, loop):
+        policy = registry.load(config.policy)
+        return policy, Learner.of(policy, config.directory, loop, next(iter(config.named)), config.spec().problem,
+                                  settings)
 
     return start

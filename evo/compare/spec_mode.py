@@ -19,7 +19,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
             command: str | None = None) -> Comparison:
     """Search `spec` (evo.spec.Spec, loaded with `overrides`) `seeds` times with every policy,
     `programs` programs proposed per run; `trained`: NAME -> (its training settings, the
-    `train(config)` starter of spec_search.run_one) for policies trained during their runs."""
+    `train(config, loop)` starter of spec_search.run_one) for policies trained during their runs."""
     from tqdm import tqdm
 
     from evo import policies as registry

@@ -42,8 +42,8 @@ class RunVectors:
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
             train: Callable | None = None, answers: int = 0) -> RunVectors:
     """One `evo run` of the spec with `policy` proposing `programs` programs (the spec's target
-    kept), `answers` per reply (0: the policy's own); `train(config)`: the policy that trains
-    during the run and its learner (evo run --train)."""
+    kept), `answers` per reply (0: the policy's own); `train(config, loop)`: the policy that
+    trains during the run and its learner (evo run --train)."""
     from evo import policies, run_dir
     from evo.loop import RunOptions
 
@@ -54,7 +54,7 @@ def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, pr
     config = run_dir.new_config(spec_path, uri, seed, directory, settings, RunOptions(), "process")
     learners = []
     if train is not None:
-        policy, learner = train(config)
+        policy, learner = train(config, run_dir.loop_config(config.spec(), config))
         learners.append(learner)
     run_dir.execute(config, policy, progress=False, observers=learners)
     return run_vectors(directory)

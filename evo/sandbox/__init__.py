@@ -1,4 +1,7 @@
-"""The evaluator: sandboxed, warm, vector-valued. `from evo.sandbox import Sandbox`.
+"""The evaluator: sandboxed, warm, vector-valued. `from evo.sandbox import Sandbox, SandboxLimits`.
+
+Its public face, the one tasks/ may use: this package (Sandbox, SandboxLimits) and
+`evo.sandbox.candidate` (what a scorer calls a candidate program through).
 
 The package import stays light (the zygote process imports `evo.sandbox.zygote` and must
 enter its namespaces before anything heavy is loaded); `Sandbox` is imported on use.
@@ -10,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from evo.sandbox.pool import Sandbox
+    from evo.spec import SandboxLimits
 
-__all__ = ["Sandbox"]
+__all__ = ["Sandbox", "SandboxLimits"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from evo.sandbox.pool import Sandbox
 
         return Sandbox
+    if name == "SandboxLimits":
+        from evo.spec import SandboxLimits
+
+        return SandboxLimits
     raise AttributeError(f"module 'evo.sandbox' has no attribute {name!r}")

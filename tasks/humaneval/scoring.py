@@ -82,8 +82,7 @@ class SandboxScorer:
             if self._pid != os.getpid():  # a forked copy of the caller: the sandbox's pipes are its parent's
                 self._sandbox, self._pid = None, os.getpid()
             if self._sandbox is None:
-                from evo.sandbox import Sandbox
-                from evo.spec import SandboxLimits
+                from evo.sandbox import Sandbox, SandboxLimits
 
                 limits = SandboxLimits(timeout=WIDTH * self.timeout + 10.0, workers=self.workers)
                 self._sandbox = Sandbox("tasks.humaneval.scorer:evaluate", objectives(WIDTH), limits)
