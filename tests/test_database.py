@@ -168,7 +168,7 @@ def test_genealogy_and_pareto(tmp_path):
     graph = db.genealogy()
     assert set(graph.predecessors(grandchild.id)) == {child.id, root.id}
     assert nx.is_directed_acyclic_graph(graph)
-    assert [p.id for p in db.pareto()] == [root.id, child.id]
+    assert [p.id for p in db.front()] == [root.id, child.id]
 
 
 def run_random_history(db: Database, rng: np.random.Generator, steps: int) -> None:

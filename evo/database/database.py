@@ -27,7 +27,7 @@ from evo.database.records import Program, original_id
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
-from evo.metrics import pareto_mask
+from evo.metrics import front
 from evo.scores import Evaluation, scalarize, storable
 from evo.selection import select
 
@@ -346,14 +346,15 @@ class Database:
         elite = self.archive.best
         return None if elite is None else self.programs[elite[0]]
 
-    def pareto(self) -> list[Program]:
-        """The evaluated programs on the Pareto front of the score vectors (one per code)."""
+    def front(self) -> list[Program]:
+        """The evaluated programs on the front (evo.metrics.front of their score vectors): every
+        program whose vector is a front row, in id order."""
         with self._lock:
-            unique = list({p.norm_hash: p for p in reversed(self.evaluated())}.values())[::-1]
-        if not unique:
+            programs = self.evaluated()
+        if not programs:
             return []
-        mask = pareto_mask(np.stack([p.vector for p in unique]))
-        return sorted((p for p, keep in zip(unique, mask) if keep), key=lambda p: p.id)
+        rows = {row.tobytes() for row in front(np.stack([p.vector for p in programs]))}
+        return sorted((p for p in programs if np.asarray(p.vector, dtype=np.float64).tobytes() in rows), key=lambda p: p.id)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

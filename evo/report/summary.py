@@ -32,7 +32,7 @@ def summary(directory: Path) -> dict:
         objectives = db.config.objectives
         best = db.best()
         minimize = db.config.minimize
-        pareto = failures.distinct_front(db.pareto(), objectives, minimize)
+        pareto = failures.distinct_front(db.front(), objectives, minimize)
         has_features = bool(db.config.features)
         counts = db.journal.counts()
         proposed = db.journal.policy_counts()

@@ -134,10 +134,10 @@ class MazeTask:
 
     def oracle_front(self, instance: Instance) -> np.ndarray:
         """The exact Pareto front of reward vectors on this maze (empty when E is unreachable)."""
-        from tasks.maze.oracle import pareto_front
+        from evo.metrics import front
 
         vectors = self.oracle_vectors(instance)
-        return pareto_front(vectors) if len(vectors) else vectors
+        return front(vectors) if len(vectors) else vectors
 
     def problem_spec(self, instance: Instance, directory: Path, minimized: bool = False) -> Path:
         """The maze as a problem spec for `evo run`; `minimized`: its objectives stated as the

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evo.metrics import front
+
 from tasks.maze.env import LAVA, TREASURES, Maze
 
 
@@ -68,16 +70,6 @@ def _vector(maze: Maze, mask: int, treasures: str = TREASURES) -> list[float]:
     return [1.0, *taken, 1.0 - lava if counts[-1] else 1.0]
 
 
-def pareto_front(vectors: np.ndarray) -> np.ndarray:
-    """The non-dominated rows (maximization), duplicates removed."""
-    rows = np.unique(vectors, axis=0)
-    keep = [
-        i for i, v in enumerate(rows)
-        if not np.any(np.all(rows >= v, axis=1) & np.any(rows > v, axis=1))
-    ]
-    return rows[keep]
-
-
 def solve(maze: Maze, treasures: str = TREASURES) -> OracleResult:
     """The oracle of the vector [completion, one fraction per kind of `treasures`, avoid_lava]."""
     outcomes = exit_outcomes(maze, treasures + LAVA)
@@ -87,7 +79,7 @@ def solve(maze: Maze, treasures: str = TREASURES) -> OracleResult:
     vectors = np.unique(np.array([_vector(maze, mask, treasures) for mask in outcomes]), axis=0)
     return OracleResult(
         vectors=vectors,
-        front=pareto_front(vectors),
+        front=front(vectors),
         best_scalar=float(vectors.mean(axis=1).max()),
         shortest=min(outcomes.values()),
     )
