@@ -193,18 +193,24 @@ def _number_or_none(value: object) -> float | None:
     return float(value) if _is_number(value) and math.isfinite(value) else None
 
 
+def _best_in_set(record: dict) -> float | None:
+    """A step's best_in_set (a record written before the key existed held it as "scalar")."""
+    return _number_or_none(record.get("best_in_set", record.get("scalar")))
+
+
 def figures(directory: Path) -> dict | None:
     """{algo, every, steps, reward, kl, seconds, curve, stopped} of a run that trained its policy, else None.
-    `reward` and `kl` are the last step's (mean scalar of its groups, KL to the init weights when
-    measured); `seconds` the time spent in training steps; `curve` one (step, reward, kl) per step;
-    `stopped` the one line why training stopped during the run ('' when it did not)."""
+    `reward` and `kl` are the last step's (its `best_in_set`: the mean over completions of the best
+    program's scalar; KL to the init weights when measured); `seconds` the time spent in training
+    steps; `curve` one (step, reward, kl) per step; `stopped` the one line why training stopped
+    during the run ('' when it did not)."""
     settings = Settings.read(directory)
     if settings is None:
         return None
     records = read_metrics(Path(directory) / DIRECTORY / METRICS_FILE)
     last = records[-1] if records else {}
     return {"algo": settings.algo, "every": settings.every, "steps": len(records),
-            "reward": _number_or_none(last.get("scalar")), "kl": _number_or_none(last.get("kl")),
+            "reward": _best_in_set(last), "kl": _number_or_none(last.get("kl")),
             "seconds": _number_or_none(last.get("seconds_total")) or 0.0,
-            "curve": [[r["step"], _number_or_none(r.get("scalar")), _number_or_none(r.get("kl"))] for r in records],
+            "curve": [[r["step"], _best_in_set(r), _number_or_none(r.get("kl"))] for r in records],
             "stopped": read_stopped(directory)}

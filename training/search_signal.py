@@ -22,6 +22,11 @@ a reply cut off by the token budget, or a duplicate of a program the run already
   program it repeats; what a failure earns when that failed), "zero" (a zero vector; unsafe with
   negative or minimized objectives).
 
+Task families (`evo train --task`, the TRL and veRL rewards) score an answer that does not parse
+zeros instead (tasks/completions.py): their objectives lie in [0, 1], where zero is the worst
+value; a spec's objectives may be negative or minimized, which is why a proposal's failure
+earns the floor here.
+
 Front F of a prompt: the front of the evaluated programs its group was sampled from, as the
 loop tells it (evo.loop.Told.front: the initial programs and the iterations `< max(0, s - lag)`
 for the group starting at s; lag = the loop's depth x batch, 0 for `evo train --spec`).

@@ -159,14 +159,13 @@ class SpecTask:
             raise ParseError(str(failure)) from None
 
     def score(self, instance: Instance, answers: Sequence[str]) -> np.ndarray:
+        """The Task contract's scores (what a task family's tools read): a failed program scores
+        NaN, since a spec's objectives have no known worst value. Training never reads these:
+        score_completions gives each proposal search_signal's reward (a failure earns the floor)."""
         futures = [self.evaluator.submit(code) for code in answers]
-        return np.stack([self.vector(f.result()) for f in futures]) if futures else np.zeros((0, len(self.objectives)))
-
-    def vector(self, evaluation: Evaluation) -> np.ndarray:
-        """The reward vector of an evaluation: its scores, or zeros when it failed."""
-        if not evaluation.ok:
-            return np.zeros(len(self.objectives))
-        return np.asarray(evaluation.scores, dtype=np.float64)
+        rows = [f.result() for f in futures]
+        d = len(self.objectives)
+        return np.array([np.asarray(e.scores, dtype=np.float64) if e.ok else np.full(d, np.nan) for e in rows]).reshape(-1, d)
 
     # -- what the trainer uses when a task has it (training.rollouts.BatchScored) -----------
 
