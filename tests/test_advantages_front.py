@@ -31,7 +31,7 @@ def test_hand_computed_gain_over_the_front():
 def test_estimator_z_scores_the_gain_under_the_groups_weightings():
     rewards = np.array([[[[0.8, 0.1]], [[0.2, 0.2]]]])
     front = np.array([[[0.5, 0.5]]])
-    a = compute("vpo_archive", rewards, weights=np.ones(2), rng=RNG(3), front=front, K=50)
+    a = compute("vpo_front", rewards, weights=np.ones(2), rng=RNG(3), front=front, K=50)
     w = RNG(3).dirichlet(np.ones(2), size=(1, 50))[0]
     raw = [float(np.mean([max(wk @ r, wk @ front[0, 0]) - wk @ front[0, 0] for wk in w])) for r in rewards[0, :, 0]]
     np.testing.assert_allclose(a[0], brute_zscore(raw))
@@ -47,7 +47,7 @@ def test_matches_brute_force_on_random_arrays(seed):
     front = np.full((b, p, d), np.nan)
     for i, size in enumerate(sizes):
         front[i, :size] = rng.random((size, d)) * 1.2
-    a = compute("vpo_archive", rewards, weights=np.ones(d), rng=RNG(100 + seed), front=front, K=k)
+    a = compute("vpo_front", rewards, weights=np.ones(d), rng=RNG(100 + seed), front=front, K=k)
     w = RNG(100 + seed).dirichlet(np.ones(d), size=(b, k))
     for i in range(b):
         rows = front[i, : sizes[i]]
@@ -70,21 +70,35 @@ def test_an_empty_front_is_plain_vpo(sobol):
     rewards = RNG(1).random((4, 6, 3, 3))
     plain = compute("vpo", rewards, weights=np.ones(3), rng=RNG(9), K=30, sobol=sobol)
     for empty in (None, np.full((4, 0, 3), np.nan), np.full((4, 5, 3), np.nan)):
-        got = compute("vpo_archive", rewards, weights=np.ones(3), rng=RNG(9), K=30, sobol=sobol, front=empty)
+        got = compute("vpo_front", rewards, weights=np.ones(3), rng=RNG(9), K=30, sobol=sobol, front=empty)
         np.testing.assert_array_equal(got, plain)
 
 
 def test_an_front_that_dominates_every_rollout_gives_no_advantage():
     rewards = RNG(2).random((2, 4, 1, 3))
-    a = compute("vpo_archive", rewards, weights=np.ones(3), rng=RNG(0), front=np.ones((2, 1, 3)))
+    a = compute("vpo_front", rewards, weights=np.ones(3), rng=RNG(0), front=np.ones((2, 1, 3)))
     assert np.array_equal(a, np.zeros((2, 4)))
 
 
 def test_registry_entry_and_bad_fronts():
-    entry = advantages.entry("vpo_archive")
+    entry = advantages.entry("vpo_front")
     assert entry.front and entry.prompt == "single" and not entry.multi_answer
-    assert not any(e.front for name, e in advantages.REGISTRY.items() if name != "vpo_archive")
+    assert not any(e.front for name, e in advantages.REGISTRY.items() if name != "vpo_front")
     with pytest.raises(ValueError, match="front must have shape"):
-        compute("vpo_archive", np.zeros((2, 3, 1, 2)), weights=np.ones(2), rng=RNG(0), front=np.zeros((1, 1, 2)))
+        compute("vpo_front", np.zeros((2, 3, 1, 2)), weights=np.ones(2), rng=RNG(0), front=np.zeros((1, 1, 2)))
     padded = advantages.pad_fronts([np.ones((2, 2)), np.zeros((0, 2))], 2)
     assert padded.shape == (2, 2, 2) and np.isnan(padded[1]).all() and (padded[0] == 1).all()
+
+
+def test_the_earlier_name_points_to_the_new_one_and_stored_runs_read_with_it(tmp_path):
+    import json
+
+    from training.config import CONFIG_FILE, TrainConfig
+
+    with pytest.raises(advantages.UnknownEstimator, match="'vpo_archive' is called 'vpo_front' now"):
+        advantages.entry("vpo_archive")
+    config = TrainConfig(task="maze", algo="vpo_front", init="x", out=str(tmp_path))
+    config.save(tmp_path)
+    stored = json.loads((tmp_path / CONFIG_FILE).read_text())
+    (tmp_path / CONFIG_FILE).write_text(json.dumps({**stored, "algo": "vpo_archive"}))
+    assert TrainConfig.load(tmp_path).algo == "vpo_front"

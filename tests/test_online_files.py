@@ -115,14 +115,14 @@ def test_hostile_settings_reach_neither_the_report_page_nor_the_terminal(run, ca
 @pytest.mark.parametrize("damage", [
     "not json", "[]", '{"every": 1}', '{"algo": 5}', '{"algo": "nope"}', '{"algo": "vpo"}', '{"algo": "grpo", "every": "x"}',
     '{"algo": "grpo", "every": 0}', '{"algo": "grpo", "every": true}', '{"algo": "grpo", "train": []}',
-    '{"algo": "grpo", "train": {"lr": "abc"}}', '{"algo": "vpo_archive", "options": {"K": 0}}',
+    '{"algo": "grpo", "train": {"lr": "abc"}}', '{"algo": "vpo_front", "options": {"K": 0}}',
     '{"algo": "grpo", "extra": 1}', '{"algo": "grpo", "options": {"K": 1}}',
 ])
 def test_a_damaged_settings_file_is_one_line_for_resume_and_show(run, damage):
     (run / "online" / "settings.json").write_text(damage)
     one_line(resume(run), "settings.json")
     if damage in ('{"algo": "nope"}', '{"algo": "vpo"}', '{"algo": "grpo", "train": {"lr": "abc"}}',
-                  '{"algo": "vpo_archive", "options": {"K": 0}}', '{"algo": "grpo", "options": {"K": 1}}'):
+                  '{"algo": "vpo_front", "options": {"K": 0}}', '{"algo": "grpo", "options": {"K": 1}}'):
         return  # well typed: evo show reads them (only training checks an estimator's name and options)
     one_line(evo("show", str(run)), "settings.json")
 
@@ -212,7 +212,7 @@ def test_a_checkpoint_of_another_size_is_one_line(run, tmp_path):
 ])
 def test_every_training_option_is_checked_before_any_work_in_run_and_compare(init_dir, tmp_path, capsys, option, message):
     out = tmp_path / "x"
-    algo = "grpo" if option.split("=")[0] in ("lr", "kl_coef", "eps_low", "learning_rate", "max_new_tokens") else "vpo_archive"
+    algo = "grpo" if option.split("=")[0] in ("lr", "kl_coef", "eps_low", "learning_rate", "max_new_tokens") else "vpo_front"
     line = refused(capsys, "run", SPEC, "--policy", f"local:{init_dir}", "--train", algo, "--train-option", option,
                    "--iterations", "2", "--out", str(out))  # (a short run where one was accepted)
     assert message in line and not out.exists()

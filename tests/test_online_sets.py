@@ -35,9 +35,9 @@ def test_a_completions_programs_are_its_set_in_slot_order():
     assert (rewards[0, 1] < rewards[0, 0, 0]).all()  # a duplicate and two failures: below every valid program
 
 
-@pytest.mark.parametrize("algo, m, by, per_completion", [("vpo_archive", 3, "completion", 3), ("vpo", 3, "completion", 3),
-                                                         ("vpo_archive", 1, "completion", 1), ("grpo", 1, "completion", 1),
-                                                         ("grpo", 3, "samples", 1), ("vpo_archive", 3, "samples", 1)])
+@pytest.mark.parametrize("algo, m, by, per_completion", [("vpo_front", 3, "completion", 3), ("vpo", 3, "completion", 3),
+                                                         ("vpo_front", 1, "completion", 1), ("grpo", 1, "completion", 1),
+                                                         ("grpo", 3, "samples", 1), ("vpo_front", 3, "samples", 1)])
 def test_the_programs_per_completion_an_estimator_learns_from(algo, m, by, per_completion):
     from evo.loop import asked
 
@@ -60,7 +60,7 @@ def test_a_set_answering_policy_trains_on_its_sets(tmp_path):
     spec = task.problem_spec(task.instances("test", 1)[0], tmp_path / "problem")
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "evo", "run", str(spec), "--policy", "local:maze-clusters-vpo",
-                           "--train", "vpo_archive", "--train-every", "1", "--train-option", "lr=1e-3",
+                           "--train", "vpo_front", "--train-every", "1", "--train-option", "lr=1e-3",
                            "--iterations", "4", "--batch", "1", "--depth", "1", "--seed", "2", "--quiet", "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

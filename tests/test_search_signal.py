@@ -64,7 +64,7 @@ def test_a_failure_earns_less_than_every_valid_program(tmp_path, minimize):
         assert adv[2] == adv[3] < 0
         front = task.front(instances)[0]
         assert (rewards[2, 0] < np.nanmin(front, axis=0)).all() and (rewards[2, 0] < rewards[:2, 0].min(axis=0)).all()
-        gain = advantages.compute("vpo_archive", rewards.reshape(1, 4, 1, 2), weights=task.weights,
+        gain = advantages.compute("vpo_front", rewards.reshape(1, 4, 1, 2), weights=task.weights,
                                   rng=np.random.default_rng(0), front=task.front(instances))[0]
         assert gain[2] == gain[3] == gain.min()  # no weighting prefers a failure
 

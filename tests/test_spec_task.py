@@ -89,7 +89,7 @@ class Scripted:
 
 
 @pytest.mark.slow
-def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_path):
+def test_the_trainer_scores_vpo_front_against_each_prompts_database_front(tmp_path):
     import torch
 
     from training import advantages, tiny, trainer
@@ -97,7 +97,7 @@ def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_
 
     tok = tiny.char_tokenizer()
     tiny.save(tiny.new_model("nano", "llama", tok, context=2048), tok, tmp_path / "init")
-    config = TrainConfig(task="spec:nguyen7", algo="vpo_archive", init=str(tmp_path / "init"), out=str(tmp_path / "out"),
+    config = TrainConfig(task="spec:nguyen7", algo="vpo_front", init=str(tmp_path / "init"), out=str(tmp_path / "out"),
                          prompts=2, group=3, max_new_tokens=64, options={"K": 20})
     with open_task(tmp_path / "out") as task:
         state = trainer.setup(config, resume=False, task=task)
@@ -108,10 +108,10 @@ def test_the_trainer_scores_vpo_archive_against_each_prompts_database_front(tmp_
         assert rolls.kinds[1].tolist() == [search_signal.DUPLICATE] * 2 + [search_signal.UNPARSED]  # prompt 0's programs again
         assert (rolls.rewards[:, 2] < rolls.rewards[:, 1]).all()  # unparseable: below HALF, and below a duplicate
         rng = trainer.seeds(config, 0)[2]
-        expected = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=rng, K=20,
+        expected = advantages.compute("vpo_front", rolls.rewards, weights=task.weights, rng=rng, K=20,
                                       front=np.stack([front, front]))
         np.testing.assert_allclose(adv, expected)
-        plain = advantages.compute("vpo_archive", rolls.rewards, weights=task.weights, rng=trainer.seeds(config, 0)[2], K=20)
+        plain = advantages.compute("vpo_front", rolls.rewards, weights=task.weights, rng=trainer.seeds(config, 0)[2], K=20)
         assert not np.allclose(adv, plain)  # the front mattered
         before = [p.detach().clone() for p in state.model.parameters()]
         trainer.update(state, rolls, adv)

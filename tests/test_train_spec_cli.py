@@ -44,7 +44,7 @@ def test_train_on_a_spec_from_a_run_and_resume(init_dir, tmp_path):
     first = evo("--spec", SPEC, "--from-run", str(run), "--init", str(init_dir), "--out", str(out), "--steps", "1",
                 "--prompts", "2", "--group", "2", "--max-new-tokens", "8", "--set", "prompt.style=continue", "--no-progress")
     assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout.strip().splitlines()[-1])["algo"] == "vpo_archive"  # the --spec default
+    assert json.loads(first.stdout.strip().splitlines()[-1])["algo"] == "vpo_front"  # the --spec default
     with Database.open(out) as db:  # the run's two iterations, then one step: 2 prompts x 2 proposals
         assert db.iteration == 4 and len(db.journal.candidates(since=2)) == 4
         assert all(c.code.startswith("import numpy") or c.status == "parse" for c in db.journal.candidates(since=2))

@@ -117,15 +117,25 @@ def option_problem(name: str, options: Mapping[str, object], group: int | None =
     return ""
 
 
+RENAMED = {"vpo_archive": "vpo_front"}  # an estimator's earlier name -> its name (stored runs are read with it)
+
+
 class UnknownEstimator(ValueError):
     """A name the registry does not hold (the one check of an estimator's name)."""
 
 
 def entry(name: str) -> Entry:
     """The registered estimator `name`; UnknownEstimator, with the registered names, otherwise."""
+    if name in RENAMED:
+        raise UnknownEstimator(f"estimator {name!r} is called {RENAMED[name]!r} now (it scores against the front F)")
     if name not in REGISTRY:
         raise UnknownEstimator(f"unknown estimator {name!r}; registered: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name]
+
+
+def stored_name(name: str) -> str:
+    """An estimator name read from a stored run (train_config.json, online/settings.json): its current name."""
+    return RENAMED.get(name, name)
 
 
 def compute(name: str, rewards: np.ndarray, *, weights: np.ndarray, rng: np.random.Generator, **options) -> np.ndarray:
@@ -313,8 +323,8 @@ def front_gain(rewards: np.ndarray, front: np.ndarray, w: np.ndarray) -> np.ndar
     return gain.mean(axis=2)
 
 
-@register("vpo_archive", front=True)
-def vpo_archive(
+@register("vpo_front", front=True)
+def vpo_front(
     rewards: np.ndarray,
     *,
     weights: np.ndarray,

@@ -151,6 +151,8 @@ class TrainConfig:
             if not isinstance(raw, dict):
                 raise ValueError(f"expected a JSON object, found {type(raw).__name__}")
             known = {f.name for f in fields(cls)}
+            if isinstance(raw.get("algo"), str):
+                raw["algo"] = advantages.stored_name(raw["algo"])
             return cls(**{k: v for k, v in raw.items() if k in known})
         except (OSError, UnicodeDecodeError, ValueError, TypeError) as error:
             reason = (str(error).strip().splitlines() or [type(error).__name__])[0]

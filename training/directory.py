@@ -151,10 +151,10 @@ def spec_source(spec: Path | None, from_run: Path | None, overrides: dict, setti
     from training.advantages import entry
     from training.spec_task import SpecSource
 
-    algo = settings["algo"] or "vpo_archive"
+    algo = settings["algo"] or "vpo_front"
     if entry(algo).prompt != "single":
         raise UserError(f"{algo} needs a {entry(algo).prompt}-answer prompt; a spec's prompts ask for one program: "
-                        "use vpo_archive or another single-answer estimator (evo train --list-algos)")
+                        "use vpo_front or another single-answer estimator (evo train --list-algos)")
 
     source = SpecSource(str(spec.resolve()), overrides, None if from_run is None else str(from_run.resolve()))
     source.load()  # a bad spec or override: one line, before anything is written

@@ -1,7 +1,7 @@
 """Test-time training: the search's own proposals train its policy during `evo run`.
 
-    learner = Learner.of(policy, run, loop, name, spec.problem, OnlineSettings.of("vpo_archive", 4, {}))
-    run_dir.execute(config, policy, observers=[learner])     # evo run SPEC --policy local:PATH --train vpo_archive
+    learner = Learner.of(policy, run, loop, name, spec.problem, OnlineSettings.of("vpo_front", 4, {}))
+    run_dir.execute(config, policy, observers=[learner])     # evo run SPEC --policy local:PATH --train vpo_front
 
 The learner is an observer of the loop (evo.loop.Observer): it is told each group's replies
 and the front its prompts were built from before they are journaled, and each iteration's
@@ -11,7 +11,7 @@ database. The policy is a Trainable (evo.policies.base: `local:` trains its own 
 A group is the completions of one prompt (one iteration). A policy that answers with a set of
 m programs per completion (a VPO checkpoint's trained m) trains on the sets: a completion's m
 journal slots are its answers (rewards (B, G, m, d)), scored together by a set estimator
-(`vpo_archive`: the set's gain over the front F; `vpo`); a single-answer estimator refuses such
+(`vpo_front`: the set's gain over the front F; `vpo`); a single-answer estimator refuses such
 a policy. Each step is training.trainer.train_step, the one step `evo train` takes too. The
 rule that makes a run deterministic for a seed whatever the timing, and a killed run resume to
 the same programs and weights:
@@ -24,7 +24,7 @@ the same programs and weights:
   by (seed, k). Staleness: a group was sampled by weights at most 1 + lag // every steps older
   than those it trains.
 
-What a proposal earns, and the front F `vpo_archive` measures it against, are
+What a proposal earns, and the front F `vpo_front` measures it against, are
 training/search_signal.py's rule (shared with `evo train --spec`): a failure earns the floor,
 below every valid program; a duplicate by the `duplicates` setting. When `idle_steps` steps in
 a row taught nothing (all failed, all repeated, zero advantage everywhere), training stops: the
@@ -87,7 +87,7 @@ class OnlineSettings(Settings):
         except advantages.UnknownEstimator as error:
             raise UserError(f"--train: {error}") from None
         if estimator.goal_conditioned:
-            raise UserError(f"--train {self.algo}: a search prompt shows no weighting; use vpo_archive, vpo, or a "
+            raise UserError(f"--train {self.algo}: a search prompt shows no weighting; use vpo_front, vpo, or a "
                             "single-answer estimator such as grpo")
         if self.every < 1:
             raise UserError(f"--train-every must be >= 1, got {self.every}")
@@ -107,16 +107,16 @@ class OnlineSettings(Settings):
     def check_answers(self, per_completion: int) -> int:
         """`per_completion`, the programs in each completion of the policy (LoopConfig.asked),
         when the estimator can learn from that shape; else a one-line UserError. m > 1 programs
-        in one completion are one set, scored together by a set estimator (vpo_archive: the
+        in one completion are one set, scored together by a set estimator (vpo_front: the
         set's gain over the front; vpo, multi_rlvr); a single-answer estimator (grpo, ...)
         needs one program per completion."""
         estimator = advantages.entry(self.algo)
         if per_completion > 1 and not (estimator.multi_answer or estimator.front):
             raise UserError(f"--train {self.algo} learns from one program per reply, and this policy answers with "
-                            f"{per_completion}: train on the sets with --train vpo_archive (or vpo), or pass --answers 1")
+                            f"{per_completion}: train on the sets with --train vpo_front (or vpo), or pass --answers 1")
         if per_completion == 1 and estimator.multi_answer:
             raise UserError(f"--train {self.algo} scores a set of programs per reply, and this policy answers with one: "
-                            "give --answers 2 or more (a policy trained on sets), or use vpo_archive or grpo")
+                            "give --answers 2 or more (a policy trained on sets), or use vpo_front or grpo")
         return per_completion
 
     def check_group(self, group: int | None) -> None:
@@ -160,7 +160,7 @@ class OnlineSettings(Settings):
         if typed is None:
             return None
         try:
-            return cls(**asdict(typed))
+            return cls(**{**asdict(typed), "algo": advantages.stored_name(typed.algo)})
         except UserError as error:
             raise damaged(Settings.path(run), f"not the run's training settings ({error})", move_online(run)) from None
 

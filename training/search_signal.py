@@ -155,7 +155,7 @@ CAUSES = {  # why a step taught nothing -> what to do about it
     "duplicate": "the model's proposals all repeat programs the run already has: raise the sampling temperature, "
                  "or use a model that proposes new programs",
     "flat": "every proposal of each prompt earned the same (zero advantage everywhere): nothing tells good proposals "
-            "from bad; use proposals that differ in score (vpo_archive: that improve on the front) or another estimator",
+            "from bad; use proposals that differ in score (vpo_front: that improve on the front) or another estimator",
 }
 
 

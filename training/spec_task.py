@@ -9,7 +9,7 @@ program); each step's proposals are told to that Evolution and committed, so the
 grows with the training proposals exactly as a search would grow it. Completions are parsed
 by the search's parser; every proposed program is evaluated by the spec's scorer in the
 sandbox pool (the spec's limits and isolation), all of a step's programs at once. What a
-proposal earns, and each prompt's front F (for the `vpo_archive` estimator), are
+proposal earns, and each prompt's front F (for the `vpo_front` estimator), are
 training/search_signal.py's rule over what the Evolution tells this task as it commits the step
 (evo.loop.Committed; the rule `evo run --train` uses): a failure earns the floor, a duplicate
 by `duplicates`.
@@ -181,7 +181,7 @@ class SpecTask:
         return tuple(dict.fromkeys(s for instance in instances for s in instance.data.prompt.stop))
 
     def front(self, instances: Sequence[Instance]) -> np.ndarray:
-        """(B, p, d): each prompt's front F, NaN-padded (the `vpo_archive` estimator's)."""
+        """(B, p, d): each prompt's front F, NaN-padded (the `vpo_front` estimator's)."""
         return pad_fronts([instance.data.front for instance in instances], len(self.objectives))
 
     def score_completions(self, instances: Sequence[Instance],

@@ -172,7 +172,7 @@ def sample(state: State) -> Batch:
                         scoring=scoring_for(config))
     extra: dict = {} if goals is None else {"goals": goals}
     if advantages.entry(config.algo).front and isinstance(task, BatchScored):
-        extra["front"] = task.front(instances)  # each prompt's front F (vpo_archive)
+        extra["front"] = task.front(instances)  # each prompt's front F (vpo_front)
     return Batch(rolls, shaped_rewards(state, rolls), tuple(task.objectives), np.asarray(task.weights, dtype=np.float64),
                  rng, extra)
 

@@ -40,7 +40,7 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
               help="--spec: start from this `evo run` directory's program database (copied into --out).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in `evo run`.")
 @click.option("--algo", type=params.LazyChoice("training.advantages:REGISTRY"), default=None,
-              help="Advantage estimator (default: vpo; vpo_archive with --spec).")
+              help="Advantage estimator (default: vpo; vpo_front with --spec).")
 @click.option("--list-algos", is_flag=True, expose_value=False, is_eager=True, callback=list_algos,
               help="Print each estimator and the prompt it trains on (single, set or goal), then exit.")
 @click.option("--init", type=click.Path(file_okay=False),

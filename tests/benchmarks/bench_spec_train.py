@@ -5,7 +5,7 @@ Part 1 scores one step's 4 prompts x 4 proposals (distinct valid programs) with
 `SpecTask.score_completions` (the spec's pool, `workers` 2) and the same programs one after
 another through the same sandbox (the baseline); each side is repeated and the median taken.
 Part 2 trains a fresh ~1M-parameter tiny model (training/tiny.py) on the spec for a few steps
-(4 prompts x 4 rollouts x up to 64 tokens, `full` prompts, vpo_archive) and reports the median
+(4 prompts x 4 rollouts x up to 64 tokens, `full` prompts, vpo_front) and reports the median
 step time and the part of it spent scoring.
 
     python tests/benchmarks/bench_spec_train.py [--quick]
@@ -78,7 +78,7 @@ def step_times(directory: Path, steps: int) -> tuple[float, float]:
     torch.set_num_threads(1)
     tok = tiny.char_tokenizer()
     tiny.save(tiny.new_model("nano", "llama", tok, context=2048, seed=0), tok, directory / "init")
-    config = TrainConfig(task="spec:" + str(SPEC), algo="vpo_archive", init=str(directory / "init"), out=str(directory / "out"),
+    config = TrainConfig(task="spec:" + str(SPEC), algo="vpo_front", init=str(directory / "init"), out=str(directory / "out"),
                          steps=steps, prompts=PROMPTS, group=GROUP, max_new_tokens=64, save_every=10**6, seed=0)
     with Timed.open(specs.load(SPEC), directory / "out", seed=0, prompts_per_step=PROMPTS) as task:
         records = run(config, task=task, progress=False)
