@@ -157,8 +157,8 @@ def test_a_reply_that_is_not_valid_text_is_a_failure_and_the_run_resumes(tmp_pat
 
 
 def test_command_line_text_that_is_not_valid_utf8_is_refused_before_a_run_exists():
-    from evo.commands.params import policy_uris
-    from evo.commands.params import spec_overrides
+    from evo.commands.values import policy_uris
+    from evo.commands.values import spec_overrides
     from evo.errors import UserError
 
     bad = b"\xff".decode("utf-8", "surrogateescape")  # what Python makes of a non-UTF-8 argv byte

@@ -143,10 +143,10 @@ def test_search_instance_seed_picks_the_hard_instances(tmp_path):
     import tasks
 
     task = tasks.get("maze")
-    rule = search.Search(instances=2, instance_seed=777, pool=0)
+    rule = search.SearchProtocol(instances=2, instance_seed=777, pool=0)
     first, seen = search.hard_instances(task, rule, tmp_path / "a")
     again, _ = search.hard_instances(task, rule, tmp_path / "b")
-    other, _ = search.hard_instances(task, search.Search(instances=2, instance_seed=778, pool=0), tmp_path / "c")
+    other, _ = search.hard_instances(task, search.SearchProtocol(instances=2, instance_seed=778, pool=0), tmp_path / "c")
     assert len(first) == len(other) == 2
     assert [i.data for i in first] == [i.data for i in again]
     assert all(i.data != j.data for i in first for j in other)
@@ -164,14 +164,14 @@ def test_hard_rule_drops_instances_a_pool_solves(tmp_path):
     task = tasks.get("maze")
     # a scan whose easy mazes the pool solves often (3 of the 8 scanned), so the check does not
     # hang on one lucky draw
-    rule = search.Search(instances=3, instance_seed=779, pool=30)
+    rule = search.SearchProtocol(instances=3, instance_seed=779, pool=30)
     solver = Contender("vpo", "local:maze-vpo", 3)
     chosen, seen = search.hard_instances(task, rule, tmp_path / "a", [solver], {"vpo": policies.load(solver.uri)})
     assert seen["pool_reached"] and {i.index for i in chosen}.isdisjoint(seen["pool_reached"])
     assert set(seen["pool_reached"]) <= set(seen["scanned"]) and len(chosen) == 3
     blind = Scripted(["a0"])
     kept, none = search.hard_instances(task, rule, tmp_path / "b", [Contender("b", "b", 1)], {"b": blind})
-    plain, _ = search.hard_instances(task, search.Search(instances=3, instance_seed=779, pool=0), tmp_path / "c")
+    plain, _ = search.hard_instances(task, search.SearchProtocol(instances=3, instance_seed=779, pool=0), tmp_path / "c")
     assert none["pool_reached"] == [] and [i.index for i in kept] == [i.index for i in plain]
 
 

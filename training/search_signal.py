@@ -161,14 +161,19 @@ CAUSES = {  # why a step taught nothing -> what to do about it
 
 def step_cause(record: Mapping[str, float | None]) -> str:
     """The CAUSES key of a step that taught nothing ('' when it could teach), from its record's
-    KINDS shares and mean |advantage| (a record without the shares: '')."""
+    KINDS shares and mean |advantage| (a record without the shares: ''): with no valid proposal,
+    the commonest way they failed; with zero advantage everywhere, the way most of them failed
+    when most did, else "flat"."""
     share = {name: record.get(name) for name in KINDS}
     if any(not isinstance(value, (int, float)) for value in share.values()):
         return ""
+    worst = max(("failed", "unparsed", "cut", "duplicate"), key=lambda name: float(share[name] or 0.0))
     if not share["valid"]:
-        return max(("failed", "unparsed", "cut", "duplicate"), key=lambda name: float(share[name] or 0.0))
+        return worst
     advantage = record.get("advantage_abs")
-    return "flat" if isinstance(advantage, (int, float)) and advantage <= FLAT else ""
+    if not (isinstance(advantage, (int, float)) and advantage <= FLAT):
+        return ""
+    return worst if float(share[worst] or 0.0) >= 0.5 else "flat"
 
 
 def idle_cause(records: Sequence[Mapping[str, float | None]], steps: int) -> str:

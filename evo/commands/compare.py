@@ -16,10 +16,10 @@ from pathlib import Path
 
 import click
 
-from evo.commands import params
+from evo.commands import params, values
 from evo.commands.modes import ONE_OF, ModeOption, one_mode
 from evo.compare.pools import Sampling
-from evo.compare.search import Search
+from evo.compare.search import SearchProtocol
 from evo.errors import UserError
 
 def task_option(*decls, **attrs):
@@ -39,13 +39,13 @@ def spec_option(*decls, **attrs):
 @task_option("--pool", default=Sampling.pool, type=click.IntRange(1), help="candidate answers per instance and policy")
 @task_option("--temperature", default=Sampling.temperature, type=params.TEMPERATURE)
 @task_option("--tokens-per-answer", default=Sampling.tokens_per_answer, type=click.IntRange(1))
-@task_option("--search-instances", default=Search.instances, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
-@task_option("--search-seeds", default=Search.seeds, type=click.IntRange(1))
-@task_option("--search-programs", default=Search.programs, type=click.IntRange(1),
+@task_option("--search-instances", default=SearchProtocol.instances, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
+@task_option("--search-seeds", default=SearchProtocol.seeds, type=click.IntRange(1))
+@task_option("--search-programs", default=SearchProtocol.programs, type=click.IntRange(1),
              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
-@task_option("--search-pool", default=Search.pool, type=click.IntRange(0),
+@task_option("--search-pool", default=SearchProtocol.pool, type=click.IntRange(0),
              help="hard instances: no policy's pool of this many sampled answers reaches the optimum (0: only the initial program's rule)")
-@task_option("--search-instance-seed", default=Search.instance_seed, type=int,
+@task_option("--search-instance-seed", default=SearchProtocol.instance_seed, type=int,
              help="seed of the hard search instances (test split), apart from --seed's sampling instances")
 @task_option("--resume", is_flag=True, help="continue a stopped comparison in --out (same arguments): finished search runs are kept")
 @spec_option("--seeds", default=3, type=click.IntRange(2), help="search runs per policy (paired by seed)")
@@ -72,19 +72,19 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
 
         uris = _policies(policies)
         comparison = task_mode.compare(
-            task_name, uris, params.answers_pairs(answers, uris), k_text, instances,
+            task_name, uris, values.answers_pairs(answers, uris), k_text, instances,
             Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed),
-            Search(instances=search_instances, seeds=search_seeds, programs=search_programs,
+            SearchProtocol(instances=search_instances, seeds=search_seeds, programs=search_programs,
                    instance_seed=search_instance_seed, pool=search_pool), out, resume=resume, quiet=quiet, command=line)
     else:
         from evo.compare import spec_mode
         from evo.run_dir import check_spec
 
-        overrides = params.spec_overrides({}, sets)
+        overrides = values.spec_overrides({}, sets)
         spec = check_spec(spec_path, overrides)
         uris = _policies(policies)
         trained = _trainers(train, uris, train_every, train_options, spec.search)
-        comparison = spec_mode.compare(spec, uris, overrides, params.answers_pairs(answers, uris), seeds, programs, seed,
+        comparison = spec_mode.compare(spec, uris, overrides, values.answers_pairs(answers, uris), seeds, programs, seed,
                                        out, trained=trained, quiet=quiet, command=line)
     written = output.write(comparison, out)
     if written.plots_skipped:
@@ -94,7 +94,7 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
 
 
 def _policies(policies: tuple[str, ...]) -> dict[str, str]:
-    uris = params.parse_pairs(policies, "--policy")
+    uris = values.parse_pairs(policies, "--policy")
     if not uris:
         raise UserError("give at least one --policy NAME=URI")
     return uris
@@ -107,4 +107,4 @@ def _trainers(pairs: tuple[str, ...], uris: dict, every: int | None, options: tu
         return {}
     from training.compare import trainers
 
-    return trainers(params.parse_pairs(pairs, "--train"), uris, every, params.parse_options(options), search)
+    return trainers(values.parse_pairs(pairs, "--train"), uris, every, values.parse_options(options), search)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from evo.commands import params
+from evo.commands import option_types, params
 
 
 SFT_CONFIG = "training.sft:SFTConfig"
@@ -14,7 +14,7 @@ SFT_CONFIG = "training.sft:SFTConfig"
 
 def sft_option(*decls, **attrs):
     """A flag for the SFTConfig field of the same name, with that field's default."""
-    return click.option(*decls, cls=params.ConfigOption, config=SFT_CONFIG, **attrs)
+    return click.option(*decls, cls=option_types.ConfigOption, config=SFT_CONFIG, **attrs)
 
 
 @click.command()

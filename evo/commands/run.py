@@ -6,23 +6,11 @@ from pathlib import Path
 
 import click
 
-from evo.commands import params
-from evo.commands.params import spec_overrides
+from evo.commands import params, values
+
 from evo.errors import UserError
 from evo.loop import RunOptions
 from evo.policy_mix import PolicyMix
-
-def _set_threads(threads: int | None, policy_uris) -> None:
-    """A local model shares the CPU with the evaluations: oversubscribed torch threads cost
-    several times their worth on a small machine (measured: 1 thread 5x faster on 2 cores)."""
-    if not any(uri.startswith("local:") for uri in policy_uris):
-        return
-    import os
-
-    import torch
-
-    torch.set_num_threads(threads or max(1, (os.cpu_count() or 2) // 2))
-
 
 @click.command(name="run")
 @click.argument("spec_path", metavar="SPEC", required=False, type=click.Path(dir_okay=False, path_type=Path))
@@ -54,18 +42,18 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
     from evo.policies import fit
 
     loop_options = params.run_options_given(options)  # unset: the defaults, or a resumed run's stored values
-    overrides = spec_overrides(options, sets)
+    overrides = values.spec_overrides(options, sets)
     if resume_dir is not None:
         if spec_path is not None or seed is not None:
             raise UserError("--resume DIR takes its spec and seed from DIR; give only --resume (and --iterations, "
                             "--policy NAME=URI to move a policy)")
-        moved = params.policy_uris(policy_uris) if policy_uris else None
+        moved = values.policy_uris(policy_uris) if policy_uris else None
         config = run_dir.resume_config(resume_dir, overrides, loop_options, executor, moved)
         named = config.named
     else:
         if spec_path is None or not policy_uris:
             raise UserError("evo run needs SPEC and --policy URI (or --resume DIR); without a model: --policy mutate:")
-        named = params.policy_uris(policy_uris)
+        named = values.policy_uris(policy_uris)
         spec = run_dir.check_spec(spec_path, overrides)
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)
         for uri in named.values():
@@ -75,7 +63,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
         if len(named) != 1:
             raise UserError("--train trains one policy in this process: give one --policy")
         online.check_policy(next(iter(named.values())), spec.search)  # every training setting, before any work
-    _set_threads(threads, named.values())
+    policies.set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
         single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
@@ -98,7 +86,7 @@ def _online_settings(algo: str | None, every: int | None, pairs: tuple[str, ...]
         raise UserError("--resume DIR keeps the run's --train settings; give only --resume")
     from training.online import OnlineSettings
 
-    return OnlineSettings.of(algo, every or 4, params.parse_options(pairs))
+    return OnlineSettings.of(algo, every or 4, values.parse_options(pairs))
 
 
 def _learner(config, loaded: dict, settings):

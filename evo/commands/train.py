@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from evo.commands import params
-from evo.commands.params import parse_options, spec_overrides
+from evo.commands import option_types, params
+from evo.commands.values import parse_options, spec_overrides
 
 
 TRAIN_CONFIG = "training.config:TrainConfig"
@@ -18,7 +18,7 @@ NOT_FLAGS = ("task", "algo", "init", "out", "steps", "options", "vllm_options") 
 
 def config_option(*decls, **attrs):
     """A flag for the TrainConfig field of the same name, with that field's default."""
-    return click.option(*decls, cls=params.ConfigOption, config=TRAIN_CONFIG, **attrs)
+    return click.option(*decls, cls=option_types.ConfigOption, config=TRAIN_CONFIG, **attrs)
 
 
 def list_algos(ctx: click.Context, _param, value: bool) -> None:
@@ -39,7 +39,7 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--from-run", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="--spec: start from this `evo run` directory's program database (copied into --out).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="--spec: override a spec key, as in `evo run`.")
-@click.option("--algo", type=params.LazyChoice("training.advantages:REGISTRY"), default=None,
+@click.option("--algo", type=option_types.LazyChoice("training.advantages:REGISTRY"), default=None,
               help="Advantage estimator (default: vpo; vpo_front with --spec).")
 @click.option("--list-algos", is_flag=True, expose_value=False, is_eager=True, callback=list_algos,
               help="Print each estimator and the prompt it trains on (single, set or goal), then exit.")
@@ -76,22 +76,22 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
 @config_option("--idle-steps", type=click.IntRange(0),
                help="Stop after this many steps in a row with nothing to learn (nothing valid: all cut off, unparseable, "
                     "failed or repeated; or zero advantage everywhere); 0: never.")
-@click.option("--max-empty-steps", hidden=True, expose_value=False, callback=params.renamed("--idle-steps"))
-@config_option("--duplicates", type=params.LazyChoice("training.search_signal:DUPLICATE_RULES"),
+@click.option("--max-empty-steps", hidden=True, expose_value=False, callback=option_types.renamed("--idle-steps"))
+@config_option("--duplicates", type=option_types.LazyChoice("training.search_signal:DUPLICATE_RULES"),
                help="--spec: what a duplicate proposal earns (docs/training.md: penalty, worst, score, zero).")
-@config_option("--failures", type=params.LazyChoice("training.search_signal:FAILURE_RULES"),
+@config_option("--failures", type=option_types.LazyChoice("training.search_signal:FAILURE_RULES"),
                help="--spec: what a failed, unparseable or cut-off proposal earns (floor; zero: the old rule, unsafe with minimize).")
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")
 @config_option("--bf16/--no-bf16", help="bfloat16 autocast (default: on CUDA for a 16-bit checkpoint; fast on CPUs with AMX).")
-@config_option("--weight-dtype", type=params.LazyChoice("training.precision:SETTINGS"),
+@config_option("--weight-dtype", type=option_types.LazyChoice("training.precision:SETTINGS"),
                help="Trained weights: auto (float32 masters for full fine-tuning), float32, or bfloat16 (pure bf16, warned).")
 @config_option("--seed", type=int)
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Estimator option, e.g. K=100, sobol=True, k=4.")
 @click.option("--threads", default=1, show_default=True, type=click.IntRange(1), help="torch CPU threads.")
 @click.option("--progress/--no-progress", default=True, show_default=True)
-@config_option("--rollouts", type=params.LazyChoice("training.config:ROLLOUTS"),
+@config_option("--rollouts", type=option_types.LazyChoice("training.config:ROLLOUTS"),
                help="Sample with the in-process sampler or vLLM's engine (weights pushed in after each sync).")
 @config_option("--sync-every", type=click.IntRange(1), help="--rollouts vllm: optimizer steps between weight syncs.")
 @config_option("--tis-cap", type=click.FloatRange(0),
@@ -104,7 +104,7 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--engine", type=click.Choice(["ours", "trl"]), default="ours", show_default=True,
               help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")
 @click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate by default; --vllm-option mode=server, enable_sleep_mode=True).")
-@config_option("--device", type=params.LazyChoice("training.models:DEVICES"))
+@config_option("--device", type=option_types.LazyChoice("training.models:DEVICES"))
 @config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: when it has one).")
 @config_option("--gradient-checkpointing/--no-gradient-checkpointing",
                help="Recompute activations in the backward (default: when the memory plan needs it).")

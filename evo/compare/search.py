@@ -33,7 +33,7 @@ REFERENCE = -0.1  # the hypervolume's reference point in every objective (object
 
 
 @dataclass(frozen=True)
-class Search:
+class SearchProtocol:
     instances: int = 8  # hard held-out instances (0: skip the search)
     seeds: int = 2  # search runs per instance (run seeds 0 .. seeds - 1)
     programs: int = 240  # programs proposed per run, the same for every policy
@@ -86,7 +86,7 @@ def pools_reach(task: Task, instances: list[Instance], contenders, loaded: Mappi
     return reached
 
 
-def hard_instances(task: Task, search: Search, directory: Path, contenders=(), loaded: Mapping[str, Policy] = {}
+def hard_instances(task: Task, search: SearchProtocol, directory: Path, contenders=(), loaded: Mapping[str, Policy] = {}
                    ) -> tuple[list[Instance], dict]:
     """The first `search.instances` test instances of `search.instance_seed` that pass the hard
     rule, and what the scan saw (for the record)."""
@@ -109,7 +109,7 @@ def hard_instances(task: Task, search: Search, directory: Path, contenders=(), l
     return chosen[: search.instances], record
 
 
-def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int, search: Search,
+def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int, search: SearchProtocol,
             directory: Path) -> dict:
     """One evolutionary run proposing `search.programs` programs; its record (curves as lists)."""
     from evo import run_dir
@@ -140,7 +140,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
             "hypervolume_at": marks, "hypervolume": [round(float(volume[m - 1] / oracle), 6) for m in marks]}
 
 
-def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search, out: Path,
+def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: SearchProtocol, out: Path,
             progress: Callable[[], None] = lambda: None) -> dict[str, list[dict]]:
     """Every contender's runs on the same hard instances and seeds (paired by position), run
     instance by instance and seed by seed (every contender's run of a pair before the next

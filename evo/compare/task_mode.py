@@ -14,7 +14,7 @@ import numpy as np
 from evo.compare import plots, pools, search, summary
 from evo.compare.output import Comparison, reproduce
 from evo.compare.pools import Contender, Sampling
-from evo.compare.search import Search
+from evo.compare.search import SearchProtocol
 from evo.errors import UserError
 
 
@@ -30,7 +30,7 @@ def ks_of(text: str, pool: int) -> tuple[int, ...]:
 
 
 def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], k_text: str, instances: int,
-            sampling: Sampling, settings: Search, out: Path, *, resume: bool = False, quiet: bool = False,
+            sampling: Sampling, settings: SearchProtocol, out: Path, *, resume: bool = False, quiet: bool = False,
             command: str | None = None) -> Comparison:
     """Sample every policy's pools on `instances` held-out instances, then search (unless
     `settings.instances` is 0); the first policy is the baseline."""

@@ -40,7 +40,7 @@ def run_all(args, out: Path, after_maze=lambda best, volume: None) -> tuple[dict
     from evo import policies as registry
     from training.compare import trained
     from evo.compare import spec_search
-    from evo.compare.search import Search, hard_instances
+    from evo.compare.search import SearchProtocol as Search, hard_instances
     from training.online import OnlineSettings
 
     task = tasks.get("maze-notes")

@@ -129,7 +129,7 @@ def main() -> None:
 
     import tasks
     from evo import policies as registry
-    from evo.compare.search import Search, hard_instances
+    from evo.compare.search import SearchProtocol as Search, hard_instances
 
     arms = [parse_arm(a, args.answers) for a in args.arm]
     if args.pool:
