@@ -4,7 +4,7 @@
     DIR/programs.sqlite   the program database and the loop's journal (one SQLite file)
     DIR/best.<ext>        the best program so far (rewritten at the end of a run)
 
-A run directory of the earlier layout also held DIR/journal.sqlite; resuming it moves that
+A run directory may also hold a separate journal, DIR/journal.sqlite; resuming it moves that
 journal into programs.sqlite.
 """
 
@@ -26,7 +26,7 @@ from evo.policy_mix import PolicyMix
 from evo.search import Search
 
 RUN_FILE, LOCK_FILE = "run.json", "run.lock"
-LEGACY_JOURNAL_FILE = "journal.sqlite"  # the loop's journal before it moved into DATABASE_FILE
+LEGACY_JOURNAL_FILE = "journal.sqlite"  # a separate journal, moved into DATABASE_FILE on resume
 RUN_OPTIONS = tuple(f.name for f in fields(RunOptions))  # the loop settings a run stores, in run.json's "loop"
 
 

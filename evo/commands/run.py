@@ -66,7 +66,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
     policies.set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
-        single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as before
+        single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as the run's policy
         config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
                                     RunOptions(**loop_options), executor or "process")
     observers = []

@@ -80,7 +80,7 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
 @config_option("--duplicates", type=option_types.LazyChoice("training.search_signal:DUPLICATE_RULES"),
                help="--spec: what a duplicate proposal earns (docs/training.md: penalty, worst, score, zero).")
 @config_option("--failures", type=option_types.LazyChoice("training.search_signal:FAILURE_RULES"),
-               help="--spec: what a failed, unparseable or cut-off proposal earns (floor; zero: the old rule, unsafe with minimize).")
+               help="--spec: what a failed, unparseable or cut-off proposal earns (floor; zero: a zero vector, unsafe with minimize).")
 @config_option("--save-every", type=click.IntRange(1))
 @config_option("--snapshot-every", type=click.IntRange(0),
                help="Also keep the weights of every Nth step in OUT/steps/NNNNNN (held-out curves); 0: never.")

@@ -68,7 +68,7 @@ def _legacy_counts(legacy: Path) -> tuple:
         with closing(sqlite3.connect(f"file:{legacy}?mode=ro", uri=True)) as connection:
             return outcome_counts(connection), policy_counts(connection), reply_counts(connection)
     except sqlite3.DatabaseError as error:
-        raise UserError(f"{legacy}: the old run journal is unreadable ({error})") from None
+        raise UserError(f"{legacy}: the separate run journal is unreadable ({error})") from None
 
 
 def program_view(directory: Path, program_id: int) -> dict:
