@@ -3,12 +3,14 @@ optional truncated importance-sampling weights for rollouts another engine sampl
 
 from __future__ import annotations
 
+import inspect
 import sys
 import weakref
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from evo.policies.sampler import Rollout, cache_argument
 from training import packed
@@ -107,16 +109,20 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     encoded once for all of its rollouts in `rows` (its keys and values are shared, so their
     gradients add up), and the completions run in buckets of similar length, each cut to its
     longest completion; Llama- and Qwen2-style models run padding-free instead
-    (training/packed.py: every projection and MLP over the real tokens only). No
+    (training/packed.py: every projection and MLP over the real tokens only); a model whose
+    prompt state is not keys and values (Mamba layers, a sliding window shorter than the prompt:
+    `shares_prompt_cache`) runs one forward per row (`joint_logprobs`). No
     (rows, T, vocabulary) tensor is formed: the head runs chunk by chunk (`chosen_logprobs`),
     in the model's dtype, with float32 log-sum-exps."""
     rows = rows.to(samples.completion_ids.device)
     if torch.is_grad_enabled() and checkpointed_layers(model):
         return joint_logprobs(model, samples, rows, entropy=entropy)
-    body, head = split_head(model)
     group = samples.prompt_ids.shape[0] // len(samples.completions)
     prompts, inverse = torch.unique(rows // group, return_inverse=True)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[prompts * group], samples.prompt_mask[prompts * group])
+    if not shares_prompt_cache(model, prompt_ids.shape[1]):
+        return joint_logprobs(model, samples, rows, entropy=entropy)
+    body, head = split_head(model)
     if head is not None and packed.supports(model):
         return packed_logprobs(body, head, samples, rows, inverse, prompt_ids, prompt_mask, entropy)
     cache_arg = cache_argument(body)
@@ -150,6 +156,18 @@ def token_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
     return logp.masked_fill(past, 0.0), None if ent is None else ent.masked_fill(past, 0.0)
 
 
+def shares_prompt_cache(model: torch.nn.Module, prompt_width: int) -> bool:
+    """Whether a prompt's cache, handed to its completions as keys and values, is all the state
+    they need: every layer of the model's cache is full attention, or a sliding window that holds
+    the whole prompt. A recurrent layer's state (the Mamba conv and SSM states of Falcon-H1, Bamba,
+    Jamba) is not keys and values: such a model runs `joint_logprobs` (its gradients through the
+    prompt's state are then the plain forward's)."""
+    layers = DynamicCache(config=model.config).layers
+    return all(type(layer) is DynamicLayer
+               or (type(layer) is DynamicSlidingWindowLayer and prompt_width < layer.sliding_window)
+               for layer in layers)
+
+
 def packed_logprobs(body: torch.nn.Module, head: torch.nn.Module, samples: Rollout, rows: torch.Tensor,
                     owner: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                     entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -180,31 +198,40 @@ def checkpointed_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 def joint_logprobs(model: torch.nn.Module, samples: Rollout, rows: torch.Tensor, *,
                    entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`token_logprobs` as one forward over prompt + completion per row, without a KV cache, under
-    gradient checkpointing (a recomputed layer cannot share a prompt cache). transformers only
-    checkpoints layers in training mode: their own flag is set for the forward, so dropout
-    elsewhere stays off as in every other forward of the trainer."""
+    """`token_logprobs` as one forward over prompt + completion per row, without a KV cache: under
+    gradient checkpointing (a recomputed layer cannot share a prompt cache) and for models whose
+    prompt state is not keys and values (`shares_prompt_cache`). transformers only checkpoints
+    layers in training mode: their own flag is set for the forward, so dropout elsewhere stays
+    off as in every other forward of the trainer. A model that gives logits itself (no split
+    head) forms them for the completion's positions only (`logits_to_keep`)."""
     body, head = split_head(model)
     prompt_ids, prompt_mask = _trim_left(samples.prompt_ids[rows], samples.prompt_mask[rows])
     full = samples.completion_ids.shape[1]
     width = max(1, int(samples.completion_mask[rows].sum(1).max()))  # no columns past every row's end
     completion, keep = samples.completion_ids[rows, :width], samples.completion_mask[rows, :width]
     mask = torch.cat([prompt_mask, torch.ones_like(keep)], dim=1)
+    last = {"logits_to_keep": width + 1} if head is None and _takes_logits_to_keep(model) else {}
     layers = checkpointed_layers(model)
     for layer in layers:
         layer.training = True
     try:
         out = body(input_ids=torch.cat([prompt_ids, completion], dim=1), attention_mask=mask,
-                   position_ids=positions(mask), use_cache=False)
+                   position_ids=positions(mask), use_cache=False, **last)
     finally:
         for layer in layers:
             layer.training = False
-    states = _output(out, head)[:, prompt_ids.shape[1] - 1:-1]
+    states = _output(out, head)[:, -(width + 1):-1]
     logp, ent = chosen_logprobs(states, head, completion, entropy)
     def pad(x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.pad(x * keep, (0, full - width))
 
     return pad(logp), (None if ent is None else pad(ent))
+
+
+def _takes_logits_to_keep(model: torch.nn.Module) -> bool:
+    """Whether the model's forward (a peft wrapper's base model's) can form only its last positions' logits."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(inner.forward).parameters
 
 
 def _trim_left(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,14 +11,16 @@ weighting's value (`training.integrations.set_reward`). The recipe:
         actor_rollout_ref.rollout.n=8 reward.custom_reward_function.path=training/integrations/verl.py \
         reward.custom_reward_function.name=compute_score ...
 
-veRL 0.9.1's reward managers (workers/reward_manager/naive.py, batch.py and the reward loop's
-naive.py) pass compute_score neither the global step nor the eos token. The weightings are
-redrawn per step by a per-process counter: the k-th time this process scores prompt `index`,
-the step key is (k - 1) // group (`group` = actor_rollout_ref.rollout.n, written into
-extra_info by `rows`), so a prompt's n rollouts of one step share one draw and the next
-time the prompt is sampled draws anew. Assumption: one process scores every rollout of a
-prompt's group, exactly n per step (the default NaiveRewardManager in one reward worker); with
-rewards spread over several workers or a prompt repeated inside one batch the groups blur.
+Weightings keyed by what veRL passes each rollout's `compute_score`, never by process state:
+veRL 0.9.1 streams every rollout to one of `reward.num_workers` reward-loop workers (8 by
+default) picked at random (`experimental/agent_loop/agent_loop.py` `_compute_score`), and its
+naive reward manager (`experimental/reward_loop/reward_manager/naive.py`) hands over the row's
+`extra_info` merged with the rollout server's fields, among them `global_steps`: the version of
+the weights that sampled the rollout (0 for step 1, t after the t-th update; vLLM, SGLang and
+TRT-LLM servers set it at each weight sync). The draw's key is (seed, global_steps, the row's
+index): every rollout of a prompt in one step gets the same weightings on any worker, the next
+step draws anew, and a validation pass (data.val_files, written with split="test") changes no
+training draw. The prompt's uid is not passed; the row index stands for the group.
 A completion is scored as finished (veRL's response length limit still cuts). The rows' `extra_info` is plain-typed (the estimator options travel
 as a JSON string) so parquet writes it with default options.
 """
@@ -42,32 +44,32 @@ def _instances(task: str, split: str, count: int, seed: int) -> tuple:
 
 
 def rows(task_name: str, algo: str, *, count: int, m: int = 3, seed: int = 0, options: dict | None = None,
-         group: int = 8) -> list[dict]:
-    """Dataset rows in veRL's schema, one per training instance (its m-answer prompt as a user
-    message); `group` must equal actor_rollout_ref.rollout.n."""
+         split: str = "train") -> list[dict]:
+    """Dataset rows in veRL's schema, one per instance of `split` ("train" for data.train_files,
+    "test" for data.val_files), its m-answer prompt as a user message."""
     check(algo, options or {}, who="veRL's compute_score")
     task = tasks.get(task_name)
     m = m if algo in ("vpo", "multi_rlvr") else 1
-    info = {"task": task_name, "count": count, "seed": seed, "algo": algo, "m": m, "options": json.dumps(options or {}),
-            "group": group}
+    info = {"task": task_name, "split": split, "count": count, "seed": seed, "algo": algo, "m": m,
+            "options": json.dumps(options or {})}
     return [{"data_source": f"evo/{task_name}", "prompt": [{"role": "user", "content": task.prompt(instance, m)}],
              "reward_model": {"style": "rule", "ground_truth": ""}, "extra_info": {**info, "index": i}}
-            for i, instance in enumerate(_instances(task_name, "train", count, seed))]
+            for i, instance in enumerate(_instances(task_name, split, count, seed))]
 
 
 def write(path: str | Path, task_name: str, algo: str, *, count: int, m: int = 3, seed: int = 0,
-          options: dict | None = None, group: int = 8) -> Path:
+          options: dict | None = None, split: str = "train") -> Path:
     """`rows()` as the parquet file veRL's `data.train_files` reads (needs pyarrow)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows(task_name, algo, count=count, m=m, seed=seed, options=options, group=group)), str(path))
+    pq.write_table(pa.Table.from_pylist(rows(task_name, algo, count=count, m=m, seed=seed, options=options, split=split)), str(path))
     return Path(path)
 
 
 _INT = (int, np.integer)  # (a reader may hand back numpy integers)
-INFO_TYPES: dict[str, type | tuple[type, ...]] = {"task": str, "count": _INT, "seed": _INT, "algo": str, "m": _INT, "options": str, "index": _INT,
-                                                    "group": _INT}  # `rows`' extra_info
+INFO_TYPES: dict[str, type | tuple[type, ...]] = {"task": str, "split": str, "count": _INT, "seed": _INT, "algo": str, "m": _INT,
+                                                    "options": str, "index": _INT}  # `rows`' extra_info
 
 
 def row_info(extra_info) -> dict:
@@ -81,27 +83,24 @@ def row_info(extra_info) -> dict:
                          "make the dataset with verl.write()")
     if not 0 <= info["index"] < info["count"]:
         raise ValueError(f"extra_info index {info['index']} is outside the dataset's {info['count']} rows")
-    if info["group"] < 1:
-        raise ValueError(f"extra_info group must be >= 1 (actor_rollout_ref.rollout.n), got {info['group']}")
     return info
 
 
-_SCORED: dict[tuple, int] = {}  # (task, seed, count, index) -> rollouts of that prompt scored in this process
-
-
-def step_key(info: dict) -> int:
-    """The draw's step for this call: how many whole groups of this prompt this process scored before it."""
-    key = (info["task"], info["seed"], info["count"], info["index"])
-    seen = _SCORED.get(key, 0)
-    _SCORED[key] = seen + 1
-    return seen // info["group"]
+def rollout_step(extra_info: dict) -> int:
+    """The weights' version veRL's rollout server tagged the rollout with (`global_steps`)."""
+    step = extra_info.get("global_steps")
+    if not isinstance(step, _INT) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"compute_score keys a group's weightings by extra_info['global_steps'] (the weights' version "
+                         f"veRL's rollout server passes through its reward loop), got {step!r}: run veRL's main_ppo "
+                         "(0.9.1) with its reward loop and no reward model, or train with --engine trl")
+    return int(step)
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **_) -> float:
-    """veRL custom reward: the rollout's set score under its group's shared weightings."""
+    """veRL custom reward: the rollout's set score under its group's weightings for this step."""
     info = row_info(extra_info)
     task = tasks.get(info["task"])
-    instance = _instances(info["task"], "train", info["count"], info["seed"])[info["index"]]
+    instance = _instances(info["task"], info["split"], info["count"], info["seed"])[info["index"]]
     matrix, _parsed = score_completion(task, instance, solution_str, True, info["m"])
-    w = group_weightings(info["algo"], len(task.objectives), info["seed"], step_key(info), info["index"], json.loads(info["options"]))
+    w = group_weightings(info["algo"], len(task.objectives), info["seed"], rollout_step(info), info["index"], json.loads(info["options"]))
     return set_score(info["algo"], matrix, np.asarray(task.weights, dtype=np.float64), w)
