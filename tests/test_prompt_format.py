@@ -106,15 +106,36 @@ def test_pretrain_from_the_checkpoint_trains_and_records_its_format(trained, tmp
 
 def test_trls_dataset_tokenizes_to_the_same_ids(trained):
     pytest.importorskip("trl")
+    from trl import GRPOTrainer
+
     from training.integrations import trl
 
+    task, chat, plain = CharMix(), chat_tokenizer(), tiny.char_tokenizer()
+    instances = task.instances("train", 3)
+    for tok, init in ((chat, str(trained)), (plain, None)):
+        prompt = trl.prompt_format(TrainConfig(task="charmix", algo="grpo", init=init or "none", out="unused"), tok)
+        rows = [row["prompt"] for row in trl.dataset(task, instances, 1, prompt)]  # as GRPOTrainer batches them
+        # GRPOTrainer's own tokenization of a batch of dataset prompts (TRL 1.16), on a stand-in trainer
+        grpo = SimpleNamespace(processing_class=tok, _is_vlm=False, environment_factories=None, chat_template=None,
+                               tools=None, chat_template_kwargs={})
+        ids = GRPOTrainer._tokenize_prompts(grpo, rows)[0]
+        assert [list(x) for x in ids] == prompt.encode(tok, [task.prompt(i, 1) for i in instances])
+    assert ids[0][0] == tiny.BOS_ID and prompt == PLAIN
+    assert trl.prompt_format(TrainConfig(task="charmix", algo="grpo", init=str(trained), out="unused"),
+                             chat).encode(chat, [TEXT]) == [expected_ids(chat)]
+
+
+def test_verls_rows_carry_the_recorded_system_message_and_refuse_a_plain_model(trained):
+    from training.integrations import verl
+
     tok = chat_tokenizer()
-    prompt = trl.prompt_format(TrainConfig(task="charmix", algo="grpo", init=str(trained), out="unused"), tok)
-    rows = trl.dataset(CharMix(), CharMix().instances("train", 1), 1, prompt)["prompt"]
-    # what GRPOTrainer._tokenize_prompts does with conversational prompts (TRL 1.16)
-    ids = tok.apply_chat_template(conversation=[prompt.messages(TEXT)], add_generation_prompt=True, tokenize=True,
-                                  return_dict=True)["input_ids"]
-    assert rows[0][0] == {"role": "system", "content": SYSTEM} and ids == [expected_ids(tok)]
+    messages = verl.rows("maze", "vpo", count=1, init=str(trained))[0]["prompt"]
+    assert messages[0] == {"role": "system", "content": SYSTEM} and messages[1]["role"] == "user"
+    rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)  # as veRL's RLHFDataset
+    assert tok(rendered, add_special_tokens=False).input_ids == PromptFormat(True, SYSTEM).encode(tok, [messages[1]["content"]])[0]
+    assert verl.rows("maze", "vpo", count=1)[0]["prompt"][0]["role"] == "user"
+    with pytest.raises(UserError, match="plain text"):
+        verl.rows("maze", "vpo", count=1, init="maze-warmup")
 
 
 def test_a_checkpoint_without_a_record_gets_the_training_default(tmp_path):
