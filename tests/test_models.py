@@ -14,6 +14,7 @@ from transformers import (GPT2Config, LlamaConfig, MistralConfig, PreTrainedToke
 
 from evo.errors import UserError
 from evo.policies import load
+from evo.policies.prompt_format import PromptFormat
 from tests.toytask import CharMix
 from training import models as train_models
 from training.config import TrainConfig
@@ -79,11 +80,11 @@ def test_any_causal_lm_trains_with_its_chat_template(arch, tmp_path):
 
 def test_chat_flag_switches_the_template_and_refuses_a_missing_one(tmp_path):
     tok = word_tokenizer()
-    plain = train_models.prompt_encoder(tok, False)(["mix1:"])[0]
-    chat = train_models.prompt_encoder(tok, None)(["mix1:"])[0]
+    plain = PromptFormat.chosen(tok, None, chat=False).encode(tok, ["mix1:"])[0]
+    chat = PromptFormat.chosen(tok, None).encode(tok, ["mix1:"])[0]
     assert chat == tok.convert_tokens_to_ids(["<user>", "mix1:", "<assistant>"]) and plain != chat
     with pytest.raises(UserError, match="--no-chat"):
-        train_models.prompt_encoder(word_tokenizer(chat=False), True)
+        PromptFormat.chosen(word_tokenizer(chat=False), None, chat=True)
 
 
 def test_gradient_checkpointing_gives_the_same_step(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from evo.errors import UserError, WorkFailed
+from evo.policies.prompt_format import PromptFormat
 from training.tiny import char_tokenizer
 from tests.toytask import CharMix
 from training import checkpoint, models
@@ -180,4 +182,5 @@ def test_the_token_budget_is_sized_from_the_tasks_demonstrations(init_dir, tmp_p
 
 
 def train_models_encoder(init_dir):
-    return models.prompt_encoder(models.load(str(init_dir))[1], None)
+    tokenizer = models.load(str(init_dir))[1]
+    return partial(PromptFormat.of_checkpoint(init_dir, tokenizer).encode, tokenizer)

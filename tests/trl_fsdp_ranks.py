@@ -87,6 +87,7 @@ def export_checks(init: Path, run: Path, trained: dict[str, torch.Tensor]) -> di
     from transformers import AutoModelForCausalLM
 
     import tasks
+    from evo.policies.prompt_format import PromptFormat
     from training import models
 
     reference = AutoModelForCausalLM.from_pretrained(init, dtype=torch.bfloat16)  # the trained weights, as bf16
@@ -94,7 +95,7 @@ def export_checks(init: Path, run: Path, trained: dict[str, torch.Tensor]) -> di
     reloaded = AutoModelForCausalLM.from_pretrained(run, dtype="auto")
     start = AutoModelForCausalLM.from_pretrained(init, dtype="auto").state_dict()
     task, (_, tokenizer) = tasks.get("maze"), models.load(str(init))
-    prompts = models.prompt_encoder(tokenizer, None)([task.prompt(i, 3) for i in task.instances("test", 3, seed=0)])
+    prompts = PromptFormat.of_checkpoint(init, tokenizer).encode(tokenizer, [task.prompt(i, 3) for i in task.instances("test", 3, seed=0)])
     saved = reloaded.state_dict()
     return {
         "unexpected": unexpected, "reloaded_dtype": str(reloaded.dtype),

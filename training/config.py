@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evo.policies.prompt_format import RECORD as PROMPT_RECORD
+from evo.policies.prompt_format import PromptFormat
 from training import advantages, precision
 from training.models import ModelOptions
 from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
@@ -16,9 +18,9 @@ CONFIG_FILE = "train_config.json"
 SET_SIZE = "set_size"  # train_config.json's record of the answers per completion the model was trained to write
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
 # the field types TrainConfig checks (annotations as written, under `from __future__ import annotations`)
-_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)),
+_TYPES = {"str": (str,), "str | None": (str, type(None)), "int": (int,), "float": (int, float), "bool": (bool,), "bool | None": (bool, type(None)),
           "dict[str, Any]": (dict,)}
-_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+_NAMES = {"str": "a string", "str | None": "a string or null", "int": "an integer", "float": "a number", "bool": "true or false",
           "bool | None": "true, false or null", "dict[str, Any]": "a table of KEY = VALUE"}
 
 
@@ -63,7 +65,8 @@ class TrainConfig:
     vllm_sleep: bool | None = None  # vllm rollouts: the engine sleeps through each update (None: on CUDA; training.engines.sleep_mode)
     tis_cap: float = 0.0  # vllm rollouts: weight token gradients by min(exp(logp_trainer - logp_vllm), this) (0: off; training.loss.tis_weights)
     device: str = "auto"  # auto | cpu | cuda
-    chat: bool | None = None  # apply the tokenizer's chat template (None: when it has one)
+    chat: bool | None = None  # apply the tokenizer's chat template (None: as `init` records, else when it has one)
+    system: str | None = None  # the chat template's system message (None: as `init` records, else none)
     gradient_checkpointing: bool | None = None  # None: on when the memory plan needs it
     lora_rank: int = 0  # LoRA adapters of this rank (peft); 0: full fine-tuning
     lora_alpha: float = 16.0
@@ -103,6 +106,8 @@ class TrainConfig:
             raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
         if 0 < self.tis_cap < 1:
             raise ValueError(f"tis_cap must be 0 (off) or >= 1 (a cap below 1 shrinks every token's weight), got {self.tis_cap}")
+        if self.system and self.chat is False:
+            raise ValueError("system is the chat template's system message: it needs chat (drop --no-chat or --system)")
         if self.vllm_sleep and self.rollouts != "vllm":
             raise ValueError("vllm_sleep puts vLLM's engine to sleep during the update: it needs rollouts vllm")
         if self.tis_cap and self.rollouts != "vllm":
@@ -133,11 +138,20 @@ class TrainConfig:
         return self.answers if advantages.entry(self.algo).multi_answer else 1
 
     @property
+    def prompt_format(self) -> PromptFormat | None:
+        """How the run prompts its model; None until `trainer.setup` resolves `chat` and `system`."""
+        if self.chat is None or self.system is None:
+            return None
+        return PromptFormat(self.chat, self.system)
+
+    @property
     def norm(self) -> int:
         return self.loss_norm or self.max_new_tokens
 
     def save(self, directory: Path) -> None:
         data = {**asdict(self), SET_SIZE: self.set_size}  # what evo.policies.trained_answers reads
+        if self.prompt_format is not None:  # what PromptFormat.of_checkpoint reads
+            data[PROMPT_RECORD] = self.prompt_format.record()
         (directory / CONFIG_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
     @classmethod

@@ -1,5 +1,5 @@
-"""The model the trainer updates: any Hugging Face causal LM, on a chosen device, with the
-prompt encoding (chat template or plain text), gradient checkpointing and LoRA adapters.
+"""The model the trainer updates: any Hugging Face causal LM, on a chosen device, with
+gradient checkpointing and LoRA adapters (its prompt format: evo.policies.prompt_format).
 
 Llama, Qwen2/Qwen3, Mistral and GPT-2 layouts load through `AutoModelForCausalLM`, in the
 dtype `training.precision.plan` gives: float32 master weights for full fine-tuning (a bf16
@@ -11,7 +11,7 @@ the merged weights, so `local:` and `vllm serve` load them like any other direct
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -106,24 +106,6 @@ def merged(model: torch.nn.Module) -> torch.nn.Module:
     if hasattr(model, "merge_and_unload"):
         return copy.deepcopy(model).merge_and_unload()
     return model
-
-
-def prompt_encoder(tokenizer, chat: bool | None) -> Callable[[Sequence[str]], list[list[int]]]:
-    """Prompt texts -> token ids. With a chat template (`chat` None: when the tokenizer has one)
-    each prompt is one user message plus the generation prompt; without, the text is tokenized
-    with the tokenizer's special tokens, as the `local:` sampler does."""
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if chat and not has_template:
-        raise UserError("--chat asks for a chat template but the tokenizer has none; use --no-chat")
-    if not (has_template if chat is None else chat):
-        return lambda texts: [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True).input_ids]
-
-    def encode(texts: Sequence[str]) -> list[list[int]]:
-        rendered = [tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
-                                                  add_generation_prompt=True) for t in texts]
-        return [list(ids) for ids in tokenizer(rendered, add_special_tokens=False).input_ids]
-
-    return encode
 
 
 def autocast(device: str, enabled: bool):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evo.errors import UserError
+from evo.policies.prompt_format import PLAIN, PromptFormat
 from training.sft import SFTConfig
 
 BASE_CONTEXT = 512  # the model context unless the task needs more (not tiny.DEFAULT_CONTEXT, the tokenizer's limit)
@@ -68,12 +69,22 @@ def run(request: PretrainRequest) -> dict:
         model, tokenizer = models.load(evaluate)
         result = {"task": request.task, "checkpoint": evaluate, "seed": config.seed}
     if request.eval_instances:
+        prompt = PromptFormat.of_checkpoint(evaluate or str(request.out), tokenizer)
         result.update(held_out_quality(model, tokenizer, task, held_out, samples=request.samples, m=config.m,
                                        max_new_tokens=request.max_new_tokens, temperature=request.temperature,
-                                       seed=config.seed))
+                                       seed=config.seed, prompt_format=prompt))
     if request.out is not None and evaluate is None:
         (Path(request.out) / "pretrain.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
+
+
+def record(out: Path, prompt: PromptFormat) -> None:
+    """The checkpoint's train_config.json as the search reads it: its prompt format, and one
+    program per reply unless asked for more (the warm-up trains both the single- and the
+    m-answer template)."""
+    from training.config import CONFIG_FILE, PROMPT_RECORD, SET_SIZE
+
+    (Path(out) / CONFIG_FILE).write_text(json.dumps({SET_SIZE: 1, PROMPT_RECORD: prompt.record()}, indent=2) + "\n")
 
 
 def context_for(task, instances, m: int, max_new_tokens: int, asked: int | None) -> int:
@@ -89,15 +100,16 @@ def context_for(task, instances, m: int, max_new_tokens: int, asked: int | None)
 
 
 def held_out_quality(model, tokenizer, task, held_out, *, samples: int, max_new_tokens: int, m: int,
-                     temperature: float, seed: int) -> dict:
+                     temperature: float, seed: int, prompt_format: PromptFormat = PLAIN) -> dict:
     """Single-answer quality (`samples` completions per instance), then the m-answer
     template's with a matched pool (samples // m completions of m answers), keys prefixed."""
     from training.sft import evaluate
 
     quality = evaluate(model, tokenizer, task, held_out, samples=samples, max_new_tokens=max_new_tokens,
-                       temperature=temperature, oracle=True, seed=seed)
+                       temperature=temperature, oracle=True, seed=seed, prompt_format=prompt_format)
     multi = evaluate(model, tokenizer, task, held_out, samples=max(1, samples // m), m=m,
-                     max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=True, seed=seed)
+                     max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=True, seed=seed,
+                     prompt_format=prompt_format)
     quality.update({f"m{m}_{key}": value for key, value in multi.items()
                     if key not in ("instances", "temperature", "oracle_best", "m")})
     return quality
@@ -105,8 +117,9 @@ def held_out_quality(model, tokenizer, task, held_out, *, samples: int, max_new_
 
 def pretrain(task, task_name: str, size: str, arch: str, context: int, config: SFTConfig, out: Path, save_every: int,
              half: bool, init: str | None = None) -> tuple:
-    """Train a fresh tiny model (or continue `init`) with a progress bar and save it;
-    returns the model, the tokenizer and the training figures."""
+    """Train a fresh tiny model (or continue `init`, in the prompt format it records) with a
+    progress bar and save it, its prompt format recorded (`record`); returns the model, the
+    tokenizer and the training figures."""
     import torch
     from tqdm import tqdm
 
@@ -120,6 +133,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config: S
         model = tiny.new_model(size, arch, tokenizer, context=context, seed=config.seed)
     else:
         model, tokenizer = models.load(init)
+    prompt = PromptFormat.of_checkpoint(init, tokenizer) if init is not None else PromptFormat.default(tokenizer)
     started, cpu_started = time.time(), time.process_time()
     with tqdm(total=config.steps, desc=f"pretrain {task_name}", unit="step") as bar:
         def on_step(step: int, loss: float) -> None:
@@ -128,8 +142,9 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config: S
             if save_every and (step + 1) % save_every == 0:
                 tiny.save(model, tokenizer, out)
 
-        losses = train(model, tokenizer, task, config, on_step)
+        losses = train(model, tokenizer, task, config, on_step, prompt_format=prompt)
     export(model, tokenizer, out, half=half)
+    record(out, prompt)
     return model, tokenizer, {
         "task": task_name, "size": size, "arch": arch, "params": tiny.param_count(model), "steps": config.steps,
         "decay_steps": config.decay_steps or config.steps, "batch_size": config.batch_size, "lr": config.lr,

@@ -1,6 +1,8 @@
 """The supervised warm-up: a tiny causal LM trained from scratch on a task's demonstrations.
 
-Each example is `<bos> prompt completion <eos>` with the loss on the completion only; a
+Each example is the prompt in the model's prompt format (`<bos> prompt` for plain text, the
+chat template's rendering otherwise; evo.policies.prompt_format), then `completion <eos>`, with
+the loss on the completion only; a
 `multi_fraction` share of the examples uses the m-answer prompt, the rest the single-answer
 one, so the warm-up model answers both templates. Training instances come from a fixed,
 seeded pool; each example draws fresh demonstrations, so the model sees varied answers.
@@ -19,6 +21,7 @@ import torch
 from evo import metrics
 from evo.errors import UserError
 from evo.policies.base import Completion
+from evo.policies.prompt_format import PLAIN, PromptFormat
 from evo.policies.sampler import Sampler, context_length
 from evo.scores import scalarize
 from tasks.base import Instance, Task
@@ -43,9 +46,10 @@ class SFTConfig:
     threads: int = 2
 
 
-def encode(tokenizer, prompt: str, completion: str) -> tuple[list[int], int]:
-    """Token ids of `<bos> prompt completion <eos>` and the number of prompt tokens (with bos)."""
-    head = tokenizer(prompt)["input_ids"]
+def encode(tokenizer, prompt: str, completion: str, prompt_format: PromptFormat = PLAIN) -> tuple[list[int], int]:
+    """Token ids of the prompt in `prompt_format` (plain: `<bos> prompt`), then `completion <eos>`;
+    and the number of prompt tokens."""
+    head = prompt_format.encode(tokenizer, [prompt])[0]
     tail = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return head + tail, len(head)
 
@@ -64,12 +68,12 @@ def collate(examples: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str,
 
 
 def sample_batch(task: Task, pool: Sequence[Instance], tokenizer, config: SFTConfig,
-                 rng: np.random.Generator) -> list[tuple[list[int], int]]:
+                 rng: np.random.Generator, prompt_format: PromptFormat = PLAIN) -> list[tuple[list[int], int]]:
     examples = []
     for index in rng.integers(len(pool), size=config.batch_size):
         m = config.m if rng.random() < config.multi_fraction else 1
         instance = pool[index]
-        examples.append(encode(tokenizer, task.prompt(instance, m), task.demonstrations(instance, m, rng)))
+        examples.append(encode(tokenizer, task.prompt(instance, m), task.demonstrations(instance, m, rng), prompt_format))
     return examples
 
 
@@ -91,10 +95,11 @@ def learning_rate(step: int, config: SFTConfig) -> float:
 
 
 def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[int, float], None] = lambda step, loss: None,
-          *, bf16: bool = False):
+          *, bf16: bool = False, prompt_format: PromptFormat = PLAIN):
     """Train `model` in place, on its device, on `task`'s demonstrations; returns the list of
     losses. `bf16`: forwards under bfloat16 autocast (the weights, and so AdamW's moments,
-    keep their dtype: float32 masters with bf16 compute, training/precision.py)."""
+    keep their dtype: float32 masters with bf16 compute, training/precision.py); `prompt_format`:
+    how the prompts are encoded (the checkpoint then records it)."""
     torch.set_num_threads(config.threads)
     device = next(model.parameters()).device
     torch.manual_seed(config.seed)
@@ -107,7 +112,7 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
     for step in range(config.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config)
-        batches = micro_batches(sample_batch(task, pool, tokenizer, config, rng), tokenizer.pad_token_id,
+        batches = micro_batches(sample_batch(task, pool, tokenizer, config, rng, prompt_format), tokenizer.pad_token_id,
                                 config.length_groups)
         width = max(batch["input_ids"].shape[1] for batch in batches)
         if context is not None and width > context:
@@ -131,9 +136,9 @@ def train(model, tokenizer, task: Task, config: SFTConfig, on_step: Callable[[in
 
 
 def sample(model, tokenizer, prompts: Sequence[str], n: int, max_new_tokens: int,
-           temperature: float = 1.0, seed: int = 0) -> list[list[Completion]]:
+           temperature: float = 1.0, seed: int = 0, prompt_format: PromptFormat = PLAIN) -> list[list[Completion]]:
     """`n` sampled completions per prompt (text after the prompt, cut at eos, with its finish reason)."""
-    return Sampler(model, tokenizer).sample(list(prompts), n=n, max_new_tokens=max_new_tokens,
+    return Sampler(model, tokenizer, prompt_format=prompt_format).sample(list(prompts), n=n, max_new_tokens=max_new_tokens,
                                             temperature=temperature, seed=seed).completions
 
 
@@ -147,7 +152,7 @@ def score_completions(task: Task, instance: Instance, completions: Sequence[Comp
 
 def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30, m: int = 1,
              max_new_tokens: int = 160, temperature: float = 1.0, seed: int = 0, oracle: bool = False,
-             weightings: int = 256) -> dict[str, float]:
+             weightings: int = 256, prompt_format: PromptFormat = PLAIN) -> dict[str, float]:
     """Held-out quality of `samples` completions per instance in the `m`-answer template:
     parse rate (of completions), the rate of answers with a non-zero reward (for the maze:
     reaching the exit), mean scalar, and best@k over the k = samples * m answers.
@@ -162,7 +167,8 @@ def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, sam
     parsed = nonzero = total = answers = 0
     scalars, bests, optimum, coverage = [], [], [], []
     for i, instance in enumerate(instances):
-        completions = sample(model, tokenizer, [task.prompt(instance, m)], samples, max_new_tokens, temperature, seed + i)[0]
+        completions = sample(model, tokenizer, [task.prompt(instance, m)], samples, max_new_tokens, temperature, seed + i,
+                             prompt_format)[0]
         rows, ok = score_completions(task, instance, completions, m)
         values = scalarize(rows, task.weights)
         parsed, total = parsed + ok, total + len(completions)

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from tqdm import tqdm
 import tasks
 from evo import metrics
 from evo.errors import UserError, WorkFailed
+from evo.policies.prompt_format import PromptFormat
 from evo.scores import scalarize
 from tasks.base import GoalConditioned, Similar
 from tasks.completions import Scoring
@@ -47,7 +49,7 @@ class State:
     reference: torch.nn.Module | None
     step: int  # finished steps
     sampler: VLLMSampler | None = None  # None: the local Sampler
-    encode: Callable | None = None  # prompt texts -> token ids (chat template or plain)
+    encode: Callable | None = None  # prompt texts -> token ids (config.prompt_format's encoder)
     memory: planner.MemoryPlan | None = None  # micro-batches from a token budget (planned at step 1 when micro_batches is 0)
 
 
@@ -82,10 +84,11 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if plan.warning:
         print(f"warning: {plan.warning}", file=sys.stderr, flush=True)
     model, tokenizer = models.load(start, config.model_options, dtype=plan.weights)
-    config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights)),
-                            rates.parameters(model))
+    prompt = PromptFormat.chosen(tokenizer, config.init, chat=config.chat, system=config.system)  # recorded by config.save
+    config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights),
+                                    chat=prompt.chat, system=prompt.system), rates.parameters(model))
     head_parts(model)  # the head check, once, before step 1 (a head it cannot split is warned about here)
-    encode = models.prompt_encoder(tokenizer, config.chat)
+    encode = partial(prompt.encode, tokenizer)
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
         config = replace(config, max_new_tokens=budget)

@@ -105,7 +105,9 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
               help="The project's trainer, or TRL's GRPOTrainer with a set-score reward (accelerate/DeepSpeed/FSDP).")
 @click.option("--use-vllm", is_flag=True, help="--engine trl: TRL generates with vLLM (colocate by default; --vllm-option mode=server, enable_sleep_mode=True).")
 @config_option("--device", type=option_types.LazyChoice("training.models:DEVICES"))
-@config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: when it has one).")
+@config_option("--chat/--no-chat", help="Apply the tokenizer's chat template (default: as --init's train_config.json "
+                                          "records, else when the tokenizer has one).")
+@config_option("--system", help="The chat template's system message before every prompt (default: as --init records, else none).")
 @config_option("--gradient-checkpointing/--no-gradient-checkpointing",
                help="Recompute activations in the backward (default: when the memory plan needs it).")
 @config_option("--lora-rank", type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")

@@ -45,7 +45,8 @@ class Trainable(Protocol):
         ...
 
     def encode(self, prompts: Sequence[str]) -> list[list[int]]:
-        """The token ids `generate` samples from for these prompt texts."""
+        """The token ids `generate` samples from for these prompt texts (in the checkpoint's
+        prompt format, evo.policies.prompt_format)."""
         ...
 
     def trainee(self) -> tuple[Any, Any]:

@@ -66,8 +66,10 @@ def check(spec, uri: str) -> None:
     if context is None:
         return
     from evo.policies.local import load_tokenizer
+    from evo.policies.prompt_format import PromptFormat
 
-    tokens = len(load_tokenizer(directory)(smallest_prompt(spec), add_special_tokens=True).input_ids)
+    tokenizer = load_tokenizer(directory)
+    tokens = len(PromptFormat.of_checkpoint(directory, tokenizer).encode(tokenizer, [smallest_prompt(spec)])[0])
     if tokens < context:
         return
     raise UserError(

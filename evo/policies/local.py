@@ -15,6 +15,7 @@ import torch
 
 from evo.errors import UserError
 from evo.policies.base import Completion
+from evo.policies.prompt_format import PromptFormat
 from evo.policies.sampler import Sampler
 
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
@@ -51,7 +52,8 @@ def load_causal_lm(path: str | Path, *, device: str | torch.device = "cpu",
 
 
 class LocalPolicy:
-    """A Policy over a Hugging Face causal-LM directory (`local:PATH`)."""
+    """A Policy over a Hugging Face causal-LM directory (`local:PATH`), prompted as the
+    checkpoint was trained (`PromptFormat.of_checkpoint`)."""
 
     def __init__(self, path: str | Path, device: str | None = None, dtype: str | torch.dtype | None = None) -> None:
         """`dtype` None: float32 on CPU (half precision is slow there), the checkpoint's own on CUDA."""
@@ -60,7 +62,7 @@ class LocalPolicy:
             dtype = "auto" if str(device).startswith("cuda") else torch.float32
         model, tokenizer = load_causal_lm(path, device=device, dtype=dtype)
         self.path = Path(path)
-        self.sampler = Sampler(model, tokenizer)
+        self.sampler = Sampler(model, tokenizer, prompt_format=PromptFormat.of_checkpoint(path, tokenizer))
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:

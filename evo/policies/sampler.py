@@ -25,6 +25,7 @@ from evo.policies.base import Completion
 from evo.policies.fastlm import FastLM
 from evo.policies.fastlm import supports as fastlm_supports
 from evo.policies.options import check_sampling
+from evo.policies.prompt_format import PLAIN, PromptFormat
 from evo.policies.sampling import first_stop, sample_next, tokens_through_stop
 
 Prompts = Sequence[str] | Sequence[Sequence[int]]
@@ -64,11 +65,13 @@ def cache_argument(model: torch.nn.Module) -> str:
 class Sampler:
     """Batched sampling from an in-memory causal LM (CPU or CUDA, the model's device)."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, fast: bool = True) -> None:
-        """`fast=False` forces the model's own forward (the lean path covers Llama and GPT-2)."""
+    def __init__(self, model: torch.nn.Module, tokenizer, fast: bool = True, prompt_format: PromptFormat = PLAIN) -> None:
+        """`fast=False` forces the model's own forward (the lean path covers Llama and GPT-2);
+        `prompt_format` turns prompt texts into token ids (evo.policies.prompt_format)."""
         self.model = model
         self.fast = fast
         self.tokenizer = tokenizer
+        self.prompt_format = prompt_format
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id if getattr(model, "generation_config", None) else None
         eos = tokenizer.eos_token_id if eos is None else eos
@@ -105,11 +108,11 @@ class Sampler:
                             n, max_new, stop)
 
     def encode(self, prompts: Prompts) -> list[list[int]]:
-        """Token ids of prompt texts (the tokenizer's special tokens added); ids are kept as given."""
+        """Token ids of prompt texts in the sampler's prompt format; ids are kept as given."""
         if not prompts:
             raise UserError("no prompts to sample from")
         if isinstance(prompts[0], str):
-            return [list(x) for x in self.tokenizer(list(prompts), add_special_tokens=True).input_ids]
+            return self.prompt_format.encode(self.tokenizer, cast(Sequence[str], prompts))
         return [list(cast(Sequence[int], p)) for p in prompts]
 
     def _left_pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,6 +24,7 @@ from typing import Any
 from evo.errors import UserError
 from evo.policies.base import Completion
 from evo.policies.options import GREEDY_BELOW, check_sampling
+from evo.policies.prompt_format import PromptFormat
 from evo.policies.seeding import prompt_seed
 
 WORKER_EXTENSION = "evo.policies.vllm_transfer.WeightLoader"
@@ -43,9 +44,12 @@ class VLLMPolicy:
 
     def __init__(self, path: str | Path, **engine: Any) -> None:
         vllm = import_vllm()
+        from evo.policies.local import load_tokenizer
         from evo.policies.vllm_transfer import BACKEND  # registers the backend in this process
 
         self.path = Path(path)
+        self.tokenizer = load_tokenizer(self.path)  # the prompt encoder's (vLLM is given token ids)
+        self.prompt_format = PromptFormat.of_checkpoint(self.path, self.tokenizer)  # a bad record: one line, before the engine
         options = {"dtype": "auto", "seed": 0, "worker_extension_cls": WORKER_EXTENSION, **engine}
         self.transfer_api = hasattr(vllm.LLM, "start_weight_update")  # vLLM's weight-transfer API (0.31 has it)
         if "weight_transfer_config" in options:
@@ -60,7 +64,6 @@ class VLLMPolicy:
         except (OSError, ValueError) as exc:
             raise UserError(f"vllm: cannot start an engine for {path}: {str(exc).splitlines()[0]}") from None
         self._sampling_params = vllm.SamplingParams
-        self._tokenizer: Any = None
 
     def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
@@ -81,14 +84,9 @@ class VLLMPolicy:
         return self.path
 
     def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
-        """Token ids of prompt texts with the checkpoint's tokenizer (special tokens added, as
-        the `local:` sampler does); token ids are kept as given."""
-        if self._tokenizer is None:
-            from evo.policies.local import load_tokenizer
-
-            self._tokenizer = load_tokenizer(self.path)
-        return [list(self._tokenizer(p, add_special_tokens=True).input_ids) if isinstance(p, str) else list(p)
-                for p in prompts]
+        """Token ids of prompt texts with the checkpoint's tokenizer in the format it was trained
+        with (`PromptFormat.of_checkpoint`, as the `local:` policy); token ids are kept as given."""
+        return [self.prompt_format.encode(self.tokenizer, [p])[0] if isinstance(p, str) else list(p) for p in prompts]
 
     def trainee(self) -> tuple[Any, Any]:
         """A float32 torch copy of the checkpoint on the CPU, and its tokenizer."""

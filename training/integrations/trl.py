@@ -25,11 +25,14 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
 
 from evo.errors import UserError
+from evo.policies.local import load_tokenizer
+from evo.policies.prompt_format import PromptFormat
 from tasks.base import Instance, Task
 from training import checkpoint, memory, models, precision, rates
 from training.config import TrainConfig
@@ -143,12 +146,19 @@ def resolved(config: TrainConfig) -> TrainConfig:
     return rates.resolved(config, rates.parameters_at(config.init))
 
 
-def dataset(task: Task, instances: Sequence[Instance], m: int, chat: bool):
-    """A `datasets.Dataset` of m-answer prompts (one user message each when `chat`) and instance indices."""
+def prompt_format(config: TrainConfig, tokenizer) -> PromptFormat:
+    """The run's prompt format: `config.chat` / `config.system` where given, else as the init records."""
+    return PromptFormat.chosen(tokenizer, config.init, chat=config.chat, system=config.system)
+
+
+def dataset(task: Task, instances: Sequence[Instance], m: int, prompt: PromptFormat):
+    """A `datasets.Dataset` of m-answer prompts and instance indices: chat messages (`prompt.messages`)
+    when `prompt` is the chat template, else the texts; TRL's GRPOTrainer tokenizes either form to
+    the ids `prompt.encode` gives."""
     from datasets import Dataset
 
     texts = [task.prompt(i, m) for i in instances]
-    prompts: list = [[{"role": "user", "content": p}] for p in texts] if chat else texts
+    prompts: list = [prompt.messages(p) for p in texts] if prompt.chat else texts
     return Dataset.from_dict({"prompt": prompts, "instance": list(range(len(instances)))})
 
 
@@ -175,12 +185,11 @@ def trainer(config: TrainConfig, task: Task, *, use_vllm: bool = False, progress
     if chosen.warning:
         print(f"warning: {chosen.warning}", file=sys.stderr, flush=True)
     model, tokenizer = models.load(config.init, models.ModelOptions(device="cpu"), dtype=chosen.weights)
-    chat = bool(getattr(tokenizer, "chat_template", None)) if config.chat is None else config.chat
-    models.prompt_encoder(tokenizer, config.chat)  # a --chat without a template fails here, in one line
+    prompt = config.prompt_format or prompt_format(config, tokenizer)  # a --chat without a template: one line
     eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None else getattr(tokenizer, "eos_token_id")
     reward = SetReward(task, instances, config.algo, m, seed=config.seed, options=config.options,
                        eos_ids=eos if isinstance(eos, (list, tuple)) else [eos])
-    return GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset(task, instances, m, chat),
+    return GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset(task, instances, m, prompt),
                        processing_class=tokenizer, callbacks=list(callbacks),
                        peft_config=lora_config(config) if config.lora_rank else None)
 
@@ -344,13 +353,14 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
     if resume and start is None:
         raise UserError(f"{out} holds no TRL checkpoint to resume (run with --save-every first)")
     task = task if task is not None else get_task(config.task)
+    tokenizer = load_tokenizer(config.init)
+    prompt = prompt_format(config, tokenizer)
+    config = dataclasses.replace(config, chat=prompt.chat, system=prompt.system)  # recorded by config.save
     if not config.max_new_tokens:  # sized from the task's demonstrations, as the project's trainer does
-        from evo.policies.local import load_tokenizer
         from training.trainer import token_budget
 
-        encode = models.prompt_encoder(load_tokenizer(config.init), config.chat)
-        config = dataclasses.replace(config, max_new_tokens=token_budget(task, encode, config.set_size,
-                                                             seed=config.seed))
+        config = dataclasses.replace(config, max_new_tokens=token_budget(task, partial(prompt.encode, tokenizer),
+                                                                         config.set_size, seed=config.seed))
     config = resolved(config)
     records: list[dict] = []
     grpo_ref: list = []

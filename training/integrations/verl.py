@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 
 import tasks
+from evo.errors import UserError
+from evo.policies.prompt_format import PromptFormat
 from tasks.completions import score_completion
 from training.integrations.set_reward import check, group_weightings, set_score
 
@@ -44,27 +46,46 @@ def _instances(task: str, split: str, count: int, seed: int) -> tuple:
 
 
 def rows(task_name: str, algo: str, *, count: int, m: int = 3, seed: int = 0, options: dict | None = None,
-         split: str = "train") -> list[dict]:
+         split: str = "train", init: str | None = None) -> list[dict]:
     """Dataset rows in veRL's schema, one per instance of `split` ("train" for data.train_files,
-    "test" for data.val_files), its m-answer prompt as a user message."""
+    "test" for data.val_files), its m-answer prompt as chat messages. `init`: the checkpoint veRL
+    trains (actor_rollout_ref.model.path), whose recorded system text the rows carry (None: none)."""
     check(algo, options or {}, who="veRL's compute_score")
+    prompt = chat_format(init)
     task = tasks.get(task_name)
     m = m if algo in ("vpo", "multi_rlvr") else 1
     info = {"task": task_name, "split": split, "count": count, "seed": seed, "algo": algo, "m": m,
             "options": json.dumps(options or {})}
-    return [{"data_source": f"evo/{task_name}", "prompt": [{"role": "user", "content": task.prompt(instance, m)}],
+    return [{"data_source": f"evo/{task_name}", "prompt": prompt.messages(task.prompt(instance, m)),
              "reward_model": {"style": "rule", "ground_truth": ""}, "extra_info": {**info, "index": i}}
             for i, instance in enumerate(_instances(task_name, split, count, seed))]
 
 
 def write(path: str | Path, task_name: str, algo: str, *, count: int, m: int = 3, seed: int = 0,
-          options: dict | None = None, split: str = "train") -> Path:
+          options: dict | None = None, split: str = "train", init: str | None = None) -> Path:
     """`rows()` as the parquet file veRL's `data.train_files` reads (needs pyarrow)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows(task_name, algo, count=count, m=m, seed=seed, options=options, split=split)), str(path))
+    table = rows(task_name, algo, count=count, m=m, seed=seed, options=options, split=split, init=init)
+    pq.write_table(pa.Table.from_pylist(table), str(path))
     return Path(path)
+
+
+def chat_format(init: str | None) -> PromptFormat:
+    """The prompt format of veRL's rows: veRL renders every row with the chat template, so the
+    checkpoint's must be the chat template (its record, else its tokenizer has one)."""
+    if init is None:
+        return PromptFormat(chat=True)
+    from evo.policies import resolve_checkpoint
+    from evo.policies.local import load_tokenizer
+
+    path = resolve_checkpoint(init)
+    prompt = PromptFormat.of_checkpoint(path, load_tokenizer(path))
+    if not prompt.chat:
+        raise UserError(f"{init} is prompted with plain text (its train_config.json's prompt, or no chat template); "
+                        "veRL renders every row with the chat template: train it with --engine ours or trl")
+    return prompt
 
 
 _INT = (int, np.integer)  # (a reader may hand back numpy integers)
