@@ -82,6 +82,13 @@ def answers_for(uri: str, asked: int = 0) -> int:
     return asked if asked > 0 else trained_answers(uri)
 
 
+def prompt_style(uri: str, style: str) -> str:
+    """The prompt style the policy at `uri` is asked in: the spec's `style`, except that
+    `mutate:`, which edits the program it is shown, gets `full` prompts where the spec's are
+    `continue` (a continuation shows only a random prefix of the parent's block)."""
+    return "full" if style == "continue" and uri.partition(":")[0] == "mutate" else style
+
+
 def load(uri: str, **options) -> Policy:
     """Build the policy a URI names; `options` go to its constructor (e.g. device="cpu")."""
     scheme, sep, rest = uri.partition(":")

@@ -129,11 +129,17 @@ def mutate_program(program: str, rng: random.Random, config: MutateConfig = Muta
     edited = mutate_source(source, rng, config)
     reindented = "".join(indent + line if line.strip() else line for line in edited.splitlines(keepends=True))
     result = parts.with_block(reindented).text
-    try:
-        ast.parse(result)
-    except SyntaxError:
+    if _parses(program) and not _parses(result):  # (a block in a file that is not Python: the block's own check)
         return program
     return result
+
+
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
 
 
 class MutatePolicy:
