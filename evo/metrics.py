@@ -105,6 +105,14 @@ def pareto_fraction(vectors: np.ndarray) -> float:
     return float(mask.mean()) if len(mask) else 0.0
 
 
+def front_width(vectors: np.ndarray) -> int:
+    """How many distinct non-dominated vectors the valid (non-zero) rows of (n, d) reach: the
+    width of a candidate pool's front (0 without a valid row; copies of a vector count once)."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    distinct = np.unique(vectors[vectors.any(axis=1)], axis=0)
+    return int(pareto_mask(distinct).sum())
+
+
 def front_coverage(vectors: np.ndarray, front: np.ndarray, weights: np.ndarray) -> float:
     """How much of the best achievable trade-off the candidates reach: the mean, over the
     rows w of (W, d) `weights` (e.g. Dirichlet draws), of max_i w . v_i / max_f w . f_f.
