@@ -105,12 +105,17 @@ def pareto_fraction(vectors: np.ndarray) -> float:
     return float(mask.mean()) if len(mask) else 0.0
 
 
+def distinct_valid(vectors: np.ndarray, decimals: int = 9) -> np.ndarray:
+    """The distinct valid (non-zero) rows of (n, d), compared at `decimals` (two forms of one
+    function may differ in the last bits)."""
+    vectors = np.round(np.asarray(vectors, dtype=np.float64), decimals)
+    return np.unique(vectors[vectors.any(axis=1)], axis=0).reshape(-1, vectors.shape[-1])
+
+
 def front_width(vectors: np.ndarray) -> int:
     """How many distinct non-dominated vectors the valid (non-zero) rows of (n, d) reach: the
     width of a candidate pool's front (0 without a valid row; copies of a vector count once)."""
-    vectors = np.asarray(vectors, dtype=np.float64)
-    distinct = np.unique(vectors[vectors.any(axis=1)], axis=0)
-    return int(pareto_mask(distinct).sum())
+    return int(pareto_mask(distinct_valid(vectors)).sum())
 
 
 def front_coverage(vectors: np.ndarray, front: np.ndarray, weights: np.ndarray) -> float:

@@ -138,6 +138,7 @@ def test_front_width_counts_distinct_non_dominated_valid_vectors():
     assert metrics.front_width(pool) == 3  # the copy counts once, the zero row (invalid) never
     assert metrics.front_width(np.vstack([pool, [1.0, 1.0]])) == 1  # the oracle dominates all
     assert metrics.front_width(np.zeros((4, 2))) == 0
+    assert metrics.front_width(np.array([[0.1 + 0.2, 0.5], [0.3, 0.5]])) == 1  # equal but for the last bits
     rng = np.random.default_rng(0)
     for _ in range(20):  # brute force
         vectors = rng.integers(0, 3, size=(12, 3)).astype(float)
