@@ -35,10 +35,13 @@ OBJECTIVES = [f"region{r}" for r in range(REGIONS)]
 
 
 def initial_expression(table: Arrays, arity: int) -> str:
-    """The mean of the prompt's y plus zero-weight linear and square terms of each variable:
+    """The mean of the prompt's y plus zero-weight linear and square terms of each variable, in
+    the grammar's parenthesized style (so a prefix of it reads like a model's own expression):
     a start whose constants and operators `mutate:` can move."""
-    terms = "".join(f" + 0.0 * x{i} + 0.0 * x{i} ** 2" for i in range(arity))
-    return f"{float(np.mean(table.y_prompt)):.4g}{terms}"
+    expression = f"{float(np.mean(table.y_prompt)):.3g}"
+    for i in range(arity):
+        expression = f"(({expression} + (0 * x{i})) + (0 * (x{i})**2))"
+    return expression
 
 
 def program_text(table: Arrays, arity: int, expression: str) -> str:
