@@ -107,6 +107,7 @@ class LoopConfig(RunOptions):
     max_program_bytes: int = SearchSettings.max_program_bytes  # larger proposals fail as "too_large", unevaluated
     answers: int = 1  # programs per reply for a policy not named in policy_answers
     policy_answers: tuple[tuple[str, int], ...] = ()  # (policy name, programs per reply): a checkpoint's trained m
+    policy_styles: tuple[tuple[str, str], ...] = ()  # (policy name, prompt style) where it is not `style`
     answers_by: str = SearchSettings.answers_by  # "completion": m programs in one | "samples": m completions of one prompt
     set_head: str = ""  # `continue` sets: the head's text with "{answers}" (the spec's [prompt] set_head file)
     separator: str = ""  # `continue` sets: between the programs of a reply ("": a marker line)
@@ -128,6 +129,10 @@ class LoopConfig(RunOptions):
     def for_spec(cls, spec, seed: int = 0, run: RunOptions = RunOptions(), **changes: Any) -> "LoopConfig":
         """The settings a spec gives (LoopConfig.of its [search] and [prompt] tables)."""
         return cls.of(spec.search, spec.prompt, seed, run, **changes)
+
+    def style_for(self, policy: str) -> str:
+        """The prompt style the named policy is asked in."""
+        return dict(self.policy_styles).get(policy, self.style)
 
     def asked(self, policy: str) -> tuple[int, int]:
         """(programs per completion, completions per prompt) for the named policy."""
@@ -293,7 +298,8 @@ class Evolution:
             return None
         policy = self._choose_policy(start)
         m, n = config.asked(policy)
-        built = [self._build(i, m) for i in range(start, min(start + config.batch, config.iterations))]
+        style = config.style_for(policy)
+        built = [self._build(i, m, style) for i in range(start, min(start + config.batch, config.iterations))]
         prompts_ = tuple(prompt for _, prompt, _ in built)
         options = dict(n=n, max_new_tokens=m * (config.max_new_tokens or auto_tokens(prompts_)),
                        temperature=config.temperature, top_p=config.top_p, seed=policy_seed(config.seed, start),
@@ -311,12 +317,12 @@ class Evolution:
         stats = self._tally.add(self.db.programs).stats(proposed) if mix.choice == "ucb" else None
         return mix.choose(choice_rng(self.config.seed, start), stats)
 
-    def _build(self, iteration: int, m: int = 1) -> tuple[int, Prompt, tuple]:
+    def _build(self, iteration: int, m: int = 1, style: str = "") -> tuple[int, Prompt, tuple]:
         config, minimize = self.config, self.db.config.minimize
         rng = iteration_rng(config.seed, iteration)
         island = iteration % len(self.db.islands)
         parents, inspirations = self._sample(island, rng)
-        prompt = prompts.build(config.style, parents, inspirations, rng=rng, system=config.system,
+        prompt = prompts.build(style or config.style, parents, inspirations, rng=rng, system=config.system,
                                objectives=self.objectives, minimize=minimize, stop=config.stop)
         prompt = prompt_sets.widen(prompt, m, objectives=self.objectives, minimize=minimize,
                                    set_head=config.set_head, separator=config.separator)

@@ -117,6 +117,19 @@ def pareto_fraction(vectors: np.ndarray) -> float:
     return float(mask.mean()) if len(mask) else 0.0
 
 
+def distinct_valid(vectors: np.ndarray, decimals: int = 9) -> np.ndarray:
+    """The distinct valid (non-zero) rows of (n, d), compared at `decimals` (two forms of one
+    function may differ in the last bits)."""
+    vectors = np.round(np.asarray(vectors, dtype=np.float64), decimals)
+    return np.unique(vectors[vectors.any(axis=1)], axis=0).reshape(-1, vectors.shape[-1])
+
+
+def front_width(vectors: np.ndarray) -> int:
+    """How many distinct non-dominated vectors the valid (non-zero) rows of (n, d) reach: the
+    width of a candidate pool's front (0 without a valid row; copies of a vector count once)."""
+    return int(pareto_mask(distinct_valid(vectors)).sum())
+
+
 def front_coverage(vectors: np.ndarray, front: np.ndarray, weights: np.ndarray) -> float:
     """How much of the best achievable trade-off the candidates reach: the mean, over the
     rows w of (W, d) `weights` (e.g. Dirichlet draws), of max_i w . v_i / max_f w . f_f.

@@ -15,6 +15,16 @@ from typing import Any
 SPEC_FILE = "problem.toml"
 
 
+def block_of(text: str) -> str:
+    """The text between the EVOLVE marker lines (the whole text if there are none)."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if "EVOLVE-BLOCK-START" in line]
+    ends = [i for i, line in enumerate(lines) if "EVOLVE-BLOCK-END" in line]
+    if not starts or not ends:
+        return text
+    return "".join(lines[starts[0] + 1 : ends[-1]])
+
+
 def toml_text(tables: Mapping[str, Mapping[str, Any]]) -> str:
     """One `[table]` per key (dotted for sub-tables: "features.length"); values are strings,
     numbers, booleans or lists of them, written as JSON literals (valid TOML for these)."""

@@ -180,7 +180,7 @@ def test_evo_check_evaluates_maze_and_symreg_specs(tmp_path):
 
     maze, symreg = tasks.get("maze"), tasks.get("symreg")
     specs = [maze.problem_spec(maze.instances("test", 1)[0], tmp_path / "maze"),
-             symreg.problem_spec(symreg.instances("test", 1)[0], tmp_path / "nguyen1")]
+             symreg.problem_spec(symreg.instances("benchmark", 1)[0], tmp_path / "nguyen1")]
     for spec, key in zip(specs, ["completion", "region0"]):
         done = subprocess.run([sys.executable, "-m", "evo", "check", str(spec), "--json"],
                               capture_output=True, text=True, timeout=120)

@@ -131,3 +131,17 @@ def test_front_coverage_is_one_on_the_front_and_falls_with_each_missing_trade_of
     assert one_side == pytest.approx(brute) and 0.5 < one_side < 1.0
     assert metrics.front_coverage(np.zeros((4, 3)), front, weights) == 0.0
     assert np.isnan(metrics.front_coverage(front, np.zeros((0, 3)), weights))
+
+
+def test_front_width_counts_distinct_non_dominated_valid_vectors():
+    pool = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [0.5, 0.5], [0.4, 0.4], [0.0, 0.0]])
+    assert metrics.front_width(pool) == 3  # the copy counts once, the zero row (invalid) never
+    assert metrics.front_width(np.vstack([pool, [1.0, 1.0]])) == 1  # the oracle dominates all
+    assert metrics.front_width(np.zeros((4, 2))) == 0
+    assert metrics.front_width(np.array([[0.1 + 0.2, 0.5], [0.3, 0.5]])) == 1  # equal but for the last bits
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # brute force
+        vectors = rng.integers(0, 3, size=(12, 3)).astype(float)
+        valid = {tuple(v) for v in vectors if v.any()}
+        expected = sum(not any(all(o >= v) and any(o > v) for o in map(np.array, valid)) for v in map(np.array, valid))
+        assert metrics.front_width(vectors) == expected

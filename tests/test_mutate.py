@@ -192,3 +192,17 @@ def test_options_are_range_checked(option: str, message: str) -> None:
 def test_sampling_arguments_are_range_checked() -> None:
     with pytest.raises(UserError, match="^mutate: temperature: expected a finite number >= 0, got nan$"):
         load("mutate:").generate(["```python\nx = 1\n```"], temperature=float("nan"))
+
+
+def test_mutate_is_shown_the_program_of_a_continue_spec_and_edits_a_python_block_in_any_file() -> None:
+    from evo.policies import prompt_style
+
+    assert prompt_style("mutate:", "continue") == "full" and prompt_style("mutate:max_edits=2", "continue") == "full"
+    assert prompt_style("local:some/dir", "continue") == "continue" and prompt_style("mutate:", "diff") == "diff"
+    program = "x0 -> y\n0.5 -> 1.2\nexprs 1\n# EVOLVE-BLOCK-START\n1.5 + 0.0 * x0\n# EVOLVE-BLOCK-END\n"
+    children = {mutate_program(program, random.Random(seed)) for seed in range(20)}
+    assert len(children) > 5
+    for child in children:
+        head, _, rest = child.partition("# EVOLVE-BLOCK-START\n")
+        assert head == "x0 -> y\n0.5 -> 1.2\nexprs 1\n" and rest.endswith("# EVOLVE-BLOCK-END\n")
+        ast.parse(rest.split("# EVOLVE-BLOCK-END")[0])

@@ -88,6 +88,15 @@ def answers_for(uri: str, asked: int = 0) -> int:
     return asked if asked > 0 else trained_answers(uri)
 
 
+def prompt_style(uri: str, style: str) -> str:
+    """The prompt style the policy at `uri` is asked in: the spec's `style`, except that a policy
+    that edits the program it is shown (its class says `edits_shown_program`: `mutate:`) gets
+    `full` prompts where the spec's are `continue` (a continuation shows only a prefix of the
+    parent's block)."""
+    edits = getattr(policy_class(uri), "edits_shown_program", False)
+    return "full" if style == "continue" and edits else style
+
+
 def policy_class(uri: str) -> type:
     """The class `load(uri)` builds (nothing is loaded or started)."""
     scheme, sep, _ = uri.partition(":")

@@ -129,15 +129,23 @@ def mutate_program(program: str, rng: random.Random, config: MutateConfig = Muta
     edited = mutate_source(source, rng, config)
     reindented = "".join(indent + line if line.strip() else line for line in edited.splitlines(keepends=True))
     result = parts.with_block(reindented).text
-    try:
-        ast.parse(result)
-    except SyntaxError:
+    if _parses(program) and not _parses(result):  # (a block in a file that is not Python: the block's own check)
         return program
     return result
 
 
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
 class MutatePolicy:
     """A Policy that edits the parent program in the prompt instead of asking a model."""
+
+    edits_shown_program = True  # asked in full prompts where a spec's are `continue` (evo.policies.prompt_style)
 
     def __init__(self, config: MutateConfig = MutateConfig()) -> None:
         self.config = config

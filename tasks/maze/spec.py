@@ -12,20 +12,10 @@ from pathlib import Path
 
 from tasks.base import ParseError, TemplateMismatch
 from tasks.maze.env import OBJECTIVES, Maze
-from tasks.spec_files import problem_tables, scorer_file, write_problem
+from tasks.spec_files import block_of, problem_tables, scorer_file, write_problem
 
 START_LINE = "# EVOLVE-BLOCK-START\n"
 END_LINE = "# EVOLVE-BLOCK-END\n"
-
-
-def block_of(text: str) -> str:
-    """The text between the EVOLVE marker lines (the whole text if there are none)."""
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if "EVOLVE-BLOCK-START" in line]
-    ends = [i for i, line in enumerate(lines) if "EVOLVE-BLOCK-END" in line]
-    if not starts or not ends:
-        return text
-    return "".join(lines[starts[0] + 1 : ends[-1]])
 
 
 def score_file(maze: dict, style: str, path: str | Path) -> dict[str, float]:

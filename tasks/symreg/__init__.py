@@ -1,8 +1,9 @@
 """Symbolic regression with a per-region reward vector.
 
-Test instances are the benchmark problems (Nguyen-1..12, then Feynman); train instances
-are random grammar expressions, for the supervised warm-up. An answer is a Python
-expression over x0..xk; its reward is the accuracy in each of 8 input-space regions.
+Splits (tasks/symreg/splits.py): `train`, random grammar formulas for the supervised warm-up;
+`test`, held-out random formulas from a stream of their own, any count and seed; `benchmark`,
+Nguyen-1..12 and 14 Feynman equations. An answer is a Python expression over x0..xk; its
+reward is the accuracy in each of 8 input-space regions.
 """
 
 from __future__ import annotations
@@ -13,24 +14,33 @@ from pathlib import Path
 import numpy as np
 
 from tasks.base import Instance, ParseError, TemplateMismatch
-from tasks.symreg.data import REGIONS, Dataset, arrays, recovered, region_scores
+from tasks.symreg.data import REGIONS, Arrays, arrays, recovered, region_scores
 from tasks.symreg.expressions import canonical, compile_expression, parse_expression, random_expression
-from tasks.symreg.problems import FEYNMAN, NGUYEN, PROBLEMS, SymregProblem
+from tasks.symreg.problems import PROBLEMS, SymregProblem
+from tasks.symreg.splits import BENCHMARK, SPLITS, problems
 
 SEPARATOR = " | "
 OBJECTIVES = tuple(f"region{r}" for r in range(REGIONS))
-_TRAIN_RANGES = ((-1.0, 1.0), (0.0, 2.0), (0.0, 1.0), (1.0, 5.0))
 
 
-def _random_problem(index: int, rng: np.random.Generator) -> SymregProblem:
-    arity = int(rng.integers(1, 3))
-    ranges = (_TRAIN_RANGES[rng.integers(len(_TRAIN_RANGES))],) * arity
-    for _ in range(100):
-        formula = random_expression(arity, rng)
-        y = compile_expression(formula, arity)(rng.uniform(*ranges[0], size=(64, arity)))
-        if np.all(np.isfinite(y)) and np.std(y) > 1e-3 and np.max(np.abs(y)) < 1e3:
-            return SymregProblem(f"random-{index}", formula, ranges)
-    return SymregProblem(f"random-{index}", "x0", ranges)
+def prompt_text(table: Arrays, arity: int, m: int = 1) -> str:
+    """The prompt for data points: a header, the prompt points (x -> y), `exprs m`."""
+    names = " ".join(f"x{i}" for i in range(arity))
+    lines = [" ".join(f"{v:.3g}" for v in row) + f" -> {y:.3g}" for row, y in zip(table.X_prompt, table.y_prompt)]
+    return "\n".join([f"{names} -> y", *lines, f"exprs {m}"]) + "\n"
+
+
+def parse_answers(completion: str, arity: int, m: int = 1) -> list[str]:
+    """The m expressions of a completion (`e1 | e2 | ...`), strictly: ParseError when one is not
+    a valid expression over x0..x{arity-1}, TemplateMismatch when there are not m of them."""
+    if not completion.strip():
+        raise ParseError("empty completion")
+    parts = [part.strip() for part in completion.strip().split("|")]
+    if len(parts) != m:
+        raise TemplateMismatch(f"expected {m} expression(s), found {len(parts)}")
+    for part in parts:
+        parse_expression(part, arity)
+    return parts
 
 
 class SymregTask:
@@ -39,35 +49,21 @@ class SymregTask:
     name = "symreg"
     objectives = OBJECTIVES
     weights = np.ones(REGIONS)
-    benchmark = NGUYEN + FEYNMAN
+    benchmark = BENCHMARK
+    splits = SPLITS
 
     def instances(self, split: str, count: int, seed: int = 0) -> list[Instance]:
-        if split == "test":  # the benchmark in order; beyond it, again with other data seeds
-            problems = [self.benchmark[i % len(self.benchmark)] for i in range(count)]
-        elif split == "train":
-            problems = [_random_problem(i, np.random.default_rng([seed, 7, i])) for i in range(count)]
-        else:
-            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-        return [Instance(self.name, split, i, (p, Dataset(p.formula, p.ranges, seed * 1000 + i)))
-                for i, p in enumerate(problems)]
+        """`train` | `test` (held-out random formulas) | `benchmark` (Nguyen, Feynman); data
+        (problem, Dataset)."""
+        return [Instance(self.name, split, i, pair) for i, pair in enumerate(problems(split, count, seed))]
 
     def prompt(self, instance: Instance, m: int = 1) -> str:
         _, data = instance.data
-        table = arrays(data)
-        names = " ".join(f"x{i}" for i in range(data.arity))
-        lines = [" ".join(f"{v:.3g}" for v in row) + f" -> {y:.3g}" for row, y in zip(table.X_prompt, table.y_prompt)]
-        return "\n".join([f"{names} -> y", *lines, f"exprs {m}"]) + "\n"
+        return prompt_text(arrays(data), data.arity, m)
 
     def parse(self, instance: Instance, completion: str, m: int = 1) -> list[str]:
         _, data = instance.data
-        if not completion.strip():
-            raise ParseError("empty completion")
-        parts = [part.strip() for part in completion.strip().split("|")]
-        if len(parts) != m:
-            raise TemplateMismatch(f"expected {m} expression(s), found {len(parts)}")
-        for part in parts:
-            parse_expression(part, data.arity)
-        return parts
+        return parse_answers(completion, data.arity, m)
 
     def score(self, instance: Instance, answers: Sequence[str]) -> np.ndarray:
         """One row per answer; a repeat of an earlier expression (same AST) scores zeros."""
@@ -90,7 +86,8 @@ class SymregTask:
         return recovered(compile_expression(answer, data.arity)(arrays(data).X_dense), data)
 
     def oracle_best(self, instance: Instance) -> float:
-        """The ground-truth formula scores 1 in every region, so the best scalar is 1."""
+        """The ground-truth formula scores 1 in every region, so the best scalar is 1 (the test
+        split keeps only formulas finite everywhere: tasks/symreg/splits.py `well_posed`)."""
         return 1.0
 
     def oracle_front(self, instance: Instance) -> np.ndarray:
@@ -104,10 +101,12 @@ class SymregTask:
         return SEPARATOR.join(answers[i] for i in rng.permutation(m))
 
     def problem_spec(self, instance: Instance, directory: Path) -> Path:
-        from tasks.symreg.spec import write_spec
+        """The instance as a spec whose EVOLVE block is one expression, shown after the task's
+        own prompt (`continue`), with the task's m-answer prompt as its set head."""
+        from tasks.symreg.spec import write_instance_spec
 
         problem, data = instance.data
-        return write_spec(problem, data, Path(directory))
+        return write_instance_spec(problem.name, data, Path(directory))
 
 
 def problem(name: str) -> SymregProblem:
@@ -116,4 +115,4 @@ def problem(name: str) -> SymregProblem:
     return PROBLEMS[name]
 
 
-__all__ = ["OBJECTIVES", "SymregTask", "problem"]
+__all__ = ["OBJECTIVES", "SEPARATOR", "SymregTask", "parse_answers", "problem", "prompt_text"]

@@ -81,12 +81,18 @@ def arrays(data: Dataset) -> Arrays:
 
 def region_scores(prediction: np.ndarray, data: Dataset) -> np.ndarray:
     """Per-region accuracy in [0, 1]; a region with a non-finite prediction scores 0."""
-    y = arrays(data).y_eval
+    return accuracy(prediction, arrays(data))
+
+
+def accuracy(prediction: np.ndarray, table: Arrays) -> np.ndarray:
+    """Per-region accuracy 1 / (1 + RMSE_region / std(y)) of predictions at `table.X_eval`; a
+    region with a non-finite prediction scores 0, a region without points the accuracy on all."""
+    y = table.y_eval
     scale = float(np.std(y)) or 1.0
     scores = np.zeros(REGIONS)
     for r in range(REGIONS):
-        mask = arrays(data).region == r
-        error = prediction[mask] - y[mask]
+        mask = table.region == r
+        error = prediction[mask] - y[mask] if mask.any() else prediction - y
         if np.all(np.isfinite(error)):
             scores[r] = 1.0 / (1.0 + float(np.sqrt(np.mean(error**2))) / scale)
     return scores
@@ -94,6 +100,10 @@ def region_scores(prediction: np.ndarray, data: Dataset) -> np.ndarray:
 
 def recovered(prediction_on_dense: np.ndarray, data: Dataset, tolerance: float = 1e-6) -> bool:
     """Exact recovery, judged numerically on the dense held-out points."""
-    y = arrays(data).y_dense
-    error = np.abs(prediction_on_dense - y)
+    return matches(prediction_on_dense, arrays(data).y_dense, tolerance)
+
+
+def matches(prediction: np.ndarray, y: np.ndarray, tolerance: float = 1e-6) -> bool:
+    """Whether every prediction is finite and within `tolerance` (relative, 1 + |y|) of y."""
+    error = np.abs(prediction - y)
     return bool(np.all(np.isfinite(error)) and np.all(error <= tolerance * (1.0 + np.abs(y))))
