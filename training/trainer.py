@@ -24,7 +24,7 @@ from evo.errors import UserError, WorkFailed
 from evo.scores import scalarize
 from tasks.base import GoalConditioned, Similar
 from tasks.completions import Scoring
-from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
+from training import advantages, checkpoint, diversity, memory, models, optimizer, planner, precision, rates, search_signal
 from training.config import TrainConfig
 from training.loss import head_parts, ppo_clip_loss, tis_weights, token_logprobs
 from training.rollouts import BatchScored, Rollouts, check_template, collect
@@ -89,12 +89,11 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
         config = replace(config, max_new_tokens=budget)
-    trained = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
+    adamw = optimizer.adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     step = 0
     if resume:
         state = checkpoint.load_state(out)
-        optimizer.load_state_dict(state["optimizer"])
+        optimizer.load(adamw, state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
     reference = None
@@ -107,7 +106,9 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
 
         sampler = VLLMSampler.start(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
                                     bf16=bool(plan.autocast), sleep=config.vllm_sleep, engine=config.vllm_options)
-    return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
+    state = State(config, task, model, tokenizer, adamw, reference, step, sampler, encode)
+    check_memory(state)
+    return state
 
 
 def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
@@ -233,18 +234,36 @@ def micro_batches(state: State, rolls: Rollouts) -> list[torch.Tensor]:
     return chunks(rolls.samples.completion_ids.shape[0], state.config.micro_batches or 1)
 
 
+def room(state: State) -> int:
+    """What the device can give the trainer now, less what vLLM's engine took when it started."""
+    engine = state.sampler
+    return memory.free_bytes(next(state.model.parameters()).device) - (engine.engine_bytes if engine is not None else 0)
+
+
+def capacity(state: State) -> int:
+    """The update's memory budget: --memory-gib, else BUDGET_SHARE of `room`."""
+    config = state.config
+    return int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * room(state))
+
+
+def check_memory(state: State) -> None:
+    """Before any sampling: the weights, moments, reference and optimizer step fit the update's
+    budget, and the resident part fits beside vLLM's engine while it samples (one line if not)."""
+    awake = int(planner.BUDGET_SHARE * room(state)) if state.sampler is not None else None
+    planner.check_states(state.model, state.reference, capacity=capacity(state),
+                         step_transient=optimizer.step_bytes(state.optimizer), awake=awake)
+
+
 def plan_memory(state: State, rolls: Rollouts) -> planner.MemoryPlan:
     """The memory plan of this run's steps, from the first step's prompt width (one line on stderr)."""
     config, samples = state.config, rolls.samples
-    device = samples.completion_ids.device
     prompt = int(samples.prompt_mask.any(0).sum())
     engine = state.sampler  # vLLM's engine: asleep now (the plan's room is then the engine's too), or awake beside the update
-    free = memory.free_bytes(device) - (engine.engine_bytes if engine is not None else 0)
-    capacity = int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * free)
     plan = planner.plan(state.model, state.reference, rollouts=samples.completion_ids.shape[0], group=config.group,
-                        prompt=prompt, completion=config.max_new_tokens, capacity=capacity,
+                        prompt=prompt, completion=config.max_new_tokens, capacity=capacity(state),
                         checkpointing=config.gradient_checkpointing, entropy=config.entropy_coef > 0,
-                        autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model))
+                        autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model),
+                        step_transient=optimizer.step_bytes(state.optimizer))
     beside = "" if engine is None else "; vLLM asleep during the update" if engine.sleeps else "; vLLM awake beside the update"
     print(plan.line(samples.completion_ids.shape[0], prompt + config.max_new_tokens) + beside, file=sys.stderr, flush=True)
     return plan
@@ -292,6 +311,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
             raise not_finite(state.step + 1, {"loss": sums["loss"], "grad_norm": norm, "advantage_abs": float(np.abs(adv).mean())})
         sums["grad_norm"] += norm
         state.optimizer.step()
+    state.optimizer.zero_grad(set_to_none=True)  # the gradients' memory is free while the next step samples
     tokens = float(mask.sum()) * config.ppo_epochs
     record = {
         "loss": sums["loss"] / config.ppo_epochs,
