@@ -82,6 +82,8 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if plan.warning:
         print(f"warning: {plan.warning}", file=sys.stderr, flush=True)
     model, tokenizer = models.load(start, config.model_options, dtype=plan.weights)
+    if resume:
+        checkpoint.load_masters(out, model)  # exactly the weights the run stopped with (its export may be 16-bit)
     config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights)),
                             rates.parameters(model))
     head_parts(model)  # the head check, once, before step 1 (a head it cannot split is warned about here)
@@ -96,10 +98,10 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
         optimizer.load(adamw, state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = None
+    reference = None  # the KL reference: LoRA's base is the model itself with its adapters off (no second copy)
     if config.kl_coef > 0:
-        reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False),
-                                dtype=plan.frozen)[0]
+        reference = model if config.lora_rank else models.load(
+            config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False), dtype=plan.frozen)[0]
     sampler = None
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
@@ -270,8 +272,10 @@ def plan_memory(state: State, rolls: Rollouts) -> planner.MemoryPlan:
 
 
 @torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig, parts: list[torch.Tensor]) -> torch.Tensor:
-    with autocast(config):
+def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig, parts: list[torch.Tensor], *,
+                    base: bool = False) -> torch.Tensor:
+    """The rollouts' log-probs under `model` (`base`: its LoRA adapters switched off)."""
+    with autocast(config), models.adapters_off(model, base):
         return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in parts])
 
 
@@ -283,7 +287,8 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
     batches = micro_batches(state, rolls)
     old = frozen_logprobs(state.model, rolls, config, batches) if config.ppo_epochs > 1 else None
-    ref = frozen_logprobs(state.reference, rolls, config, batches) if state.reference is not None else None
+    ref = None if state.reference is None else frozen_logprobs(state.reference, rolls, config, batches,
+                                                               base=state.reference is state.model)
     entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0, "tis_weight": 0.0, "tis_capped": 0.0}
     for _ in range(config.ppo_epochs):
@@ -402,6 +407,7 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
     if not resume:  # a start killed before its first checkpoint logged steps that run again now
         checkpoint.truncate_metrics(out, 0)
     records = []
+    exported = precision.checkpoint_dtype(config.init)  # the dtype the model came in is the one it goes out in
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, desc=f"{config.algo}", unit="step")
     while state.step < config.steps:
         record = train_step(state)
@@ -411,9 +417,9 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
         records.append(record)
         idle = search_signal.idle_cause(records, config.idle_steps)
         if config.snapshot_every and state.step % config.snapshot_every == 0:
-            checkpoint.snapshot(out, models.merged(state.model), state.tokenizer, state.step)
+            checkpoint.snapshot(out, state.model, state.tokenizer, state.step, exported)
         if state.step % config.save_every == 0 or state.step == config.steps or idle:
-            checkpoint.save(out, models.merged(state.model), state.tokenizer, state.optimizer, state.step)
+            checkpoint.save(out, state.model, state.tokenizer, state.optimizer, state.step, exported)
         if idle:  # what it has is saved: the one line, and the run stops
             raise WorkFailed(f"{idle}; training stopped at step {state.step}, saved in {out} "
                              f"(evo train --out {out} --resume continues it)")
