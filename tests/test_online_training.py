@@ -18,6 +18,7 @@ from evo.report.summary import summary
 from evo.database import Database
 from tests.evo_cli import refused
 from training import tiny
+from training.trainer import MEASURED
 
 pytestmark = pytest.mark.slow
 SPEC = "examples/nguyen7/problem.toml"
@@ -43,7 +44,7 @@ def outcome(out) -> tuple[list, dict, list]:
     with Database.open(out) as db:
         proposals = [(c.iteration, c.slot, c.code, c.status) for c in db.journal.candidates(since=0)]
     weights = torch.load(out / "online" / "state.pt", weights_only=False)["model"]
-    metrics = [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds")}
+    metrics = [{k: v for k, v in json.loads(line).items() if not k.startswith("seconds") and k not in MEASURED}
                for line in (out / "online" / "metrics.jsonl").read_text().splitlines()]
     return proposals, weights, metrics
 
