@@ -88,7 +88,8 @@ def resident_bytes(model: torch.nn.Module, reference: torch.nn.Module | None) ->
     """Weights (and the reference's, unless it is the model itself: LoRA's adapters switched
     off) plus AdamW's two moments of every trained parameter."""
     separate = reference is not None and reference is not model
-    return _size(model.parameters()) + 2 * gradient_bytes(model) + (_size(reference.parameters()) if separate else 0)
+    return _size(model.parameters()) + 2 * gradient_bytes(model) + (_size(reference.parameters())
+                                                                     if separate and reference is not None else 0)
 
 
 def gradient_bytes(model: torch.nn.Module) -> int:

@@ -108,9 +108,9 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
 
         sampler = VLLMSampler.start(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
                                     bf16=bool(plan.autocast), sleep=config.vllm_sleep, engine=config.vllm_options)
-    state = State(config, task, model, tokenizer, adamw, reference, step, sampler, encode)
-    check_memory(state)
-    return state
+    trainer = State(config, task, model, tokenizer, adamw, reference, step, sampler, encode)
+    check_memory(trainer)
+    return trainer
 
 
 def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
