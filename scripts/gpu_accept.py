@@ -16,7 +16,10 @@ nothing beyond torch, transformers (and peft for the LoRA row) is needed. Measur
   the character vocabulary) is warmed up on a task's demonstrations (`training.sft.train`,
   the recipe of `evo pretrain`) with float32 master weights and, on CUDA, bfloat16 autocast
   (`training.precision.plan`), and its held-out mean reward must rise by more than
-  `--learn-margin`; the run exits 1 when it does not (after writing its JSON).
+  `--learn-margin`; the run exits 1 when it does not (after writing its JSON);
+- with `memory`, `online`, `export`: the memory plan at Qwen2.5-3B's shape predicted vs measured
+  (the optimizer step included), online training from a bf16 checkpoint moving every weight
+  tensor, and the export chain (scripts/gpu_checks.py).
 
     python scripts/gpu_accept.py                               # on the GPU (scripts/gpu_accept.sh)
     python scripts/gpu_accept.py --shape tiny --device cpu --prompts 2 --group 2 \\
@@ -45,6 +48,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import tasks  # noqa: E402
+from scripts import gpu_checks  # noqa: E402
 from training.pretrain import context_for  # noqa: E402
 from evo.policies.sampler import Sampler  # noqa: E402
 from training import memory, models, precision, sft, tiny  # noqa: E402
@@ -55,6 +59,8 @@ QWEN25_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=2
                    num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6)
 SHAPES = {
     "qwen2.5-1.5b": QWEN25_1_5B,
+    "qwen2.5-3b": {**QWEN25_1_5B, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+                   "num_attention_heads": 16, "num_key_value_heads": 2},
     "tiny": {**QWEN25_1_5B, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
              "num_attention_heads": 2, "num_key_value_heads": 1},
 }
@@ -261,7 +267,7 @@ def speed_stage(args, device: str) -> dict:
     return figures
 
 
-STAGES = ("speed", "learn")
+STAGES = ("speed", "learn", "memory", "online", "export")
 
 
 def stages(text: str) -> tuple[str, ...]:
@@ -273,7 +279,7 @@ def stages(text: str) -> tuple[str, ...]:
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stages", type=stages, default=STAGES, help="comma-separated: speed, learn (default both)")
+    parser.add_argument("--stages", type=stages, default=STAGES, help="comma-separated: speed, learn, memory, online, export (default all)")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen2.5-1.5b")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--prompts", type=int, default=16)
@@ -286,6 +292,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     parser.add_argument("--before", type=Path, help="an earlier training/loss.py (`git show 1e2f708:training/loss.py`): "
                         "one more row, the update at the second micro-batch count with that loss")
+    parser.add_argument("--memory-shape", choices=sorted(SHAPES), default="qwen2.5-3b")
+    parser.add_argument("--memory-rows", type=int, default=32)
+    parser.add_argument("--memory-prompt", type=int, default=128)
+    parser.add_argument("--memory-completion", type=int, default=384)
     defaults = Learning()
     parser.add_argument("--learn-task", default=defaults.task, choices=tasks.names())
     parser.add_argument("--learn-size", default=defaults.size, choices=sorted(tiny.SIZES))
@@ -312,6 +322,16 @@ def main() -> None:
     if "learn" in args.stages:
         learn = Learning(**{name: getattr(args, f"learn_{name}") for name in Learning.__dataclass_fields__})
         figures["learning"] = learning_stage(learn, device, args.learn_bf16)
+    if "memory" in args.stages:
+        figures["memory"] = gpu_checks.memory_stage(build, args.memory_shape, device, args.memory_rows,
+                                                    args.memory_prompt, args.memory_completion)
+        gc.collect()
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    if "online" in args.stages:
+        figures["online"] = gpu_checks.online_stage(device)
+    if "export" in args.stages:
+        figures["export"] = gpu_checks.export_stage(device)
     figures["total_seconds"] = round(time.perf_counter() - started, 1)
     line = json.dumps(figures)
     if args.out:

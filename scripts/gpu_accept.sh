@@ -4,7 +4,10 @@
 # with LoRA, on a randomly initialised model of Qwen2.5-1.5B's shape and vocabulary in bf16.
 # Then the learning stage: a fresh 5M-parameter Qwen2-layout model warmed up for 500 steps on the
 # maze's demonstrations, fp32 masters + bf16 autocast; exits 1 unless its held-out mean reward rises
-# by more than LEARN_MARGIN (0.03). STAGES=speed or STAGES=learn runs one stage.
+# by more than LEARN_MARGIN (0.03). Then (scripts/gpu_checks.py) the memory plan at Qwen2.5-3B's
+# shape, predicted vs measured with the optimizer step (MEMORY_SHAPE, MEMORY_ROWS, MEMORY_PROMPT,
+# MEMORY_COMPLETION); `evo run --train` from a bf16 checkpoint moving every weight tensor; the
+# export chain (bf16 on disk, --init of it plans as the original). STAGES=speed,... picks stages.
 # Needs torch, transformers and peft only (no vLLM, TRL or datasets; nothing is downloaded).
 #
 #   bash scripts/gpu_accept.sh                   # on the GPU machine; the JSON lands in $OUT or runs/
@@ -23,7 +26,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >&
 exec env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" TOKENIZERS_PARALLELISM=false "$PY" scripts/gpu_accept.py \
     --shape "${SHAPE:-qwen2.5-1.5b}" ${DEVICE:+--device "$DEVICE"} --prompts "${PROMPTS:-16}" --group "${GROUP:-8}" \
     --prompt-tokens "${PROMPT_TOKENS:-128}" --new-tokens "${NEW_TOKENS:-256}" --micro-batches "${MICRO:-1,4,16}" \
-    --out "$OUT/gpu_accept.json" ${BEFORE:+--before "$BEFORE"} --stages "${STAGES:-speed,learn}" \
+    --out "$OUT/gpu_accept.json" ${BEFORE:+--before "$BEFORE"} --stages "${STAGES:-speed,learn,memory,online,export}" \
+    ${MEMORY_SHAPE:+--memory-shape "$MEMORY_SHAPE"} ${MEMORY_ROWS:+--memory-rows "$MEMORY_ROWS"} \
+    ${MEMORY_PROMPT:+--memory-prompt "$MEMORY_PROMPT"} ${MEMORY_COMPLETION:+--memory-completion "$MEMORY_COMPLETION"} \
     ${LEARN_TASK:+--learn-task "$LEARN_TASK"} ${LEARN_SIZE:+--learn-size "$LEARN_SIZE"} \
     ${LEARN_STEPS:+--learn-steps "$LEARN_STEPS"} ${LEARN_BATCH:+--learn-batch-size "$LEARN_BATCH"} \
     ${LEARN_POOL:+--learn-pool "$LEARN_POOL"} ${LEARN_INSTANCES:+--learn-instances "$LEARN_INSTANCES"} \

@@ -60,3 +60,24 @@ def test_learning_stage_learns_on_cpu(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert learning["passed"] and learning["rise"] > learning["margin"] == 0.03
     assert learning["reward_after"] > learning["reward_before"] == 0.0
+
+
+@pytest.mark.slow
+def test_the_issue_44_stages_print_their_figures_on_cpu(tmp_path):
+    """memory (the plan against the measured update, optimizer step included), online (every
+    weight tensor moved by one step from a bf16 checkpoint), export (bf16 on disk, the input's
+    size, the same plan from the export): at tiny sizes on the CPU."""
+    env = {**os.environ, "PY": sys.executable, "DEVICE": "cpu", "STAGES": "memory,online,export", "MEMORY_SHAPE": "tiny",
+           "MEMORY_ROWS": "4", "MEMORY_PROMPT": "8", "MEMORY_COMPLETION": "8", "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_accept.sh")], capture_output=True, text=True, env=env,
+                         timeout=600, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    plan = figures["memory"]
+    assert plan["predicted_gib"] >= 0 and plan["measured_over_predicted"] > 0 and not plan["fused_adamw"]
+    assert plan["micro_batches"] >= 1 and plan["step_transient_gib"] >= 0
+    online = figures["online"]
+    assert online["steps"] == 1 and online["moved_share"] == 1.0 and online["master_dtypes"] == ["float32"]
+    export = figures["export"]
+    assert export["dtypes_on_disk"] == ["bfloat16"] and export["config_dtype"] == "bfloat16"
+    assert abs(export["size_over_input"] - 1) < 0.01 and export["same_plan"]

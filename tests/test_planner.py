@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from evo.policies import CHECKPOINTS
 from tasks import get
 from tests.test_models import make_init
 from tests.toytask import CharMix
-from training import memory
+from training import memory, optimizer, planner, trainer
 from training.config import TrainConfig
 from training.loss import checkpointed_layers
 from training.trainer import run, setup, train_step
@@ -83,7 +84,40 @@ def test_a_cap_splits_the_step_and_turns_checkpointing_on(tmp_path, capsys):
     assert record["grad_norm"] == pytest.approx(reference["grad_norm"], rel=1e-3)
 
 
-def test_a_budget_below_one_rollout_stops_in_one_line(tmp_path):
+def test_a_model_that_cannot_fit_is_refused_before_any_sampling(tmp_path, monkeypatch):
+    """A budget below the weights, moments and gradients: one line from setup, naming the ways
+    out that help (LoRA, ZeRO-3 over N GPUs), and nothing sampled."""
     init = make_init(tmp_path / "init", "qwen2")
-    with pytest.raises(UserError, match=r"one rollout of \d+ tokens .* memory budget; lower --max-new-tokens"):
+    monkeypatch.setattr(trainer, "sample", lambda state: pytest.fail("sampled before the memory check"))
+    with pytest.raises(UserError) as refused:
         run(config(init, tmp_path / "out", memory_gib=1e-5), task=CharMix(), progress=False)
+    message = str(refused.value)
+    assert "\n" not in message and "more than the 0.00 GiB memory budget" in message
+    assert "--lora-rank 16" in message and re.search(r"over \d+ or more GPUs with ZeRO-3", message)
+
+
+def test_a_budget_below_one_rollout_stops_in_one_line(tmp_path):
+    """The states fit, one rollout's activations do not: one line before the first update."""
+    init = make_init(tmp_path / "init", "qwen2")
+    settings = dict(gradient_checkpointing=True, max_new_tokens=64)
+    free = setup(config(init, tmp_path / "free", **settings), False, CharMix())
+    train_step(free)
+    plan = free.memory
+    assert plan.step_bytes * 2 < plan.token_bytes * 72  # one rollout (8 + 64 tokens) needs far more than the step
+    cap = plan.resident_bytes + plan.step_bytes + 16_384
+    with pytest.raises(UserError, match=r"one rollout of \d+ tokens .* memory budget; lower --max-new-tokens, train LoRA"):
+        run(config(init, tmp_path / "out", memory_gib=cap / memory.GIB, **settings), task=CharMix(), progress=False)
+
+
+def test_the_plan_counts_the_optimizer_step():
+    """Tensor by tensor (the CPU's AdamW) the step holds two temporaries of the largest
+    parameter; the fused kernel none; `foreach` a copy of every parameter."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Linear(32, 8))
+    adamw = optimizer.adamw(model.parameters(), lr=1e-3, weight_decay=0.0)
+    assert adamw.param_groups[0]["foreach"] is False and not adamw.param_groups[0]["fused"]
+    assert optimizer.step_bytes(adamw) == 2 * 64 * 32 * 4
+    assert optimizer.step_bytes(torch.optim.AdamW(model.parameters(), foreach=True)) == sum(
+        p.numel() * 4 for p in model.parameters())
+    plan = planner.MemoryPlan(1000, False, resident_bytes=100, fixed_bytes=10, token_bytes=1.0, capacity_bytes=2000,
+                              step_bytes=500)
+    assert plan.peak_bytes(100) == 600 and plan.peak_bytes(900) == 1010  # the step's, or the activations', whichever is larger

@@ -94,3 +94,68 @@ def test_trl_trains_float32_weights_under_bf16_autocast(bf16_init, tmp_path):
     grpo.train()
     still = [name for name, p in grpo.model.named_parameters() if torch.equal(p.detach(), before[name])]
     assert not still, still
+
+
+def tensors_of(path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(path / "model.safetensors")
+
+
+def test_a_bf16_run_exports_bf16_at_the_inputs_size_and_chains(bf16_init, tmp_path):
+    """bf16 in, bf16 out: the run's Hugging Face files hold the float32 masters rounded to bf16,
+    config.json says bfloat16, the file is the input's size; the masters a resume needs are kept
+    beside them (a resumed run ends on the uninterrupted one's weights); `--init` of the output
+    plans exactly as from the original."""
+    from safetensors.torch import load_file
+
+    from training import checkpoint, planner
+    from training.trainer import run
+
+    base = dict(task="charmix", algo="grpo", init=str(bf16_init), prompts=4, group=6, max_new_tokens=8, lr=1e-6,
+                seed=0, device="cpu", idle_steps=0, entropy_coef=0.05)
+    whole = tmp_path / "whole"
+    run(TrainConfig(**base, out=str(whole), steps=2), task=CharMix(), progress=False)
+    exported, given = tensors_of(whole), tensors_of(bf16_init)
+    assert {t.dtype for t in exported.values()} == {BF16} and set(exported) == set(given)
+    assert json.loads((whole / "config.json").read_text())["dtype"] == "bfloat16"
+    size, original = (whole / "model.safetensors").stat().st_size, (bf16_init / "model.safetensors").stat().st_size
+    assert abs(size - original) < 1024, (size, original)  # the input's size (the header may differ by a few bytes)
+    masters = load_file(whole / checkpoint.MASTERS_FILE)
+    assert {t.dtype for t in masters.values()} == {F32}
+    assert all(torch.equal(exported[name], masters[name].to(BF16)) for name in exported)
+    assert any(not torch.equal(exported[name], given[name]) for name in given)  # trained, and the bf16 export shows it
+
+    resumed = tmp_path / "resumed"
+    run(TrainConfig(**base, out=str(resumed), steps=1), task=CharMix(), progress=False)
+    run(TrainConfig(**base, out=str(resumed), steps=2), resume=True, task=CharMix(), progress=False)
+    again = load_file(resumed / checkpoint.MASTERS_FILE)
+    assert all(torch.equal(masters[name], again[name]) for name in masters)  # resumed from the exact masters
+
+    cuda = {"init": dict(base, out=str(tmp_path / "a")), "chained": dict(base, init=str(whole), out=str(tmp_path / "b"))}
+    plans = {}
+    for name, settings in cuda.items():
+        config = TrainConfig(**{**settings, "lr": 0.0})
+        plan = precision.plan("cuda", precision.checkpoint_dtype(settings["init"]), lora=False)
+        state = setup(config, False, CharMix(), plan=plan)
+        plans[name] = (plan, state.config.lr, state.config.bf16, state.config.weight_dtype,
+                       planner.resident_bytes(state.model, state.reference), {p.dtype for p in state.model.parameters()})
+    assert plans["init"] == plans["chained"] and plans["init"][0].autocast
+
+
+def test_lora_keeps_no_second_copy_for_the_reference_and_exports_in_the_inits_dtype(bf16_init, tmp_path):
+    """LoRA with a KL term: the reference is the model with its adapters off (KL 0 at step 1, as
+    from the init), and the export writes the merged weights in the init's dtype."""
+    pytest.importorskip("peft")
+    from training.trainer import run
+
+    config = TrainConfig(task="charmix", algo="grpo", init=str(bf16_init), out=str(tmp_path / "lora"), steps=2,
+                         prompts=4, group=6, max_new_tokens=8, lr=1e-2, seed=0, device="cpu", idle_steps=0,
+                         lora_rank=4, kl_coef=0.1, entropy_coef=0.05)
+    state = setup(config, False, CharMix())
+    assert state.reference is state.model
+    records = run(config, task=CharMix(), progress=False)
+    assert records[0]["kl"] == pytest.approx(0.0, abs=1e-7) and records[1]["kl"] > 0
+    exported = tensors_of(tmp_path / "lora")
+    assert {t.dtype for t in exported.values()} == {BF16}
+    assert not (tmp_path / "lora" / "masters.safetensors").exists()

@@ -72,12 +72,19 @@ def three_steps(init_dir, out, monkeypatch, *, sync_every: int, sleeps: bool):
         return real_plan(*args, capacity=capacity, **kwargs)
 
     monkeypatch.setattr(planner, "plan", recorded_plan)
-    records = [trainer.train_step(state) for _ in range(3)]
+    monkeypatch.setattr(memory, "release_cache", lambda device: policy.calls.append("release_cache"))
+    grads = []  # the gradients left on the model by each step (freed before the next step samples)
+    records = []
+    for _ in range(3):
+        records.append(trainer.train_step(state))
+        grads.append(sum(p.grad is not None for p in state.model.parameters()))
+    assert grads == [0, 0, 0]
     return policy.calls, records, plans
 
 
-SYNC = ["wake weights", "load_weights", "wake kv_cache", "score"]  # a pushed step: the weights, the push, the KV cache
-KEEP = ["wake weights", "wake kv_cache"]
+# a pushed step: torch's cache emptied, the weights, the push, the KV cache
+SYNC = ["release_cache", "wake weights", "load_weights", "wake kv_cache", "score"]
+KEEP = ["release_cache", "wake weights", "wake kv_cache"]
 
 
 @pytest.mark.parametrize("sync_every, expected", [
@@ -87,7 +94,8 @@ KEEP = ["wake weights", "wake kv_cache"]
 def test_the_engine_sleeps_through_each_update_and_wakes_around_the_push(init_dir, tmp_path, monkeypatch, capsys,
                                                                          sync_every, expected):
     """Level 2 on a step whose update is pushed (its weights are replaced anyway), level 1 else;
-    the plan is made while it sleeps; the weights wake before the push, the KV cache after."""
+    the plan is made while it sleeps; torch's cache is emptied before anything wakes; the
+    weights wake before the push, the KV cache after."""
     calls, records, plans = three_steps(init_dir, tmp_path / "o", monkeypatch, sync_every=sync_every, sleeps=True)
     assert calls == [call for step in expected for call in step]
     assert [r["synced"] for r in records] == [float((s + 1) % sync_every == 0) for s in range(3)]

@@ -7,6 +7,14 @@ complete (`.saving/COMPLETE`) before its files move into place; a save killed be
 is dropped, one killed after it is finished by `recover` (called before a resume reads the
 directory), so weights and state always come from the same step. The per-step metrics live
 in `metrics.jsonl`.
+
+Exports chain: a run's Hugging Face files are written in the dtype its init checkpoint came
+in (`precision.checkpoint_dtype`), config.json saying so: a bf16 checkpoint trained with
+float32 masters comes out bf16 (the masters rounded), the size it went in, and `evo train
+--init` of it plans exactly as from the original (the same precision plan, rate and memory
+plan). The float32 masters a resume needs are kept beside them in `masters.safetensors` (only
+when they differ from the exported weights). A LoRA model is written from its merged weights,
+one layer at a time (`models.merged_weights`), never a second copy of the model.
 """
 
 from __future__ import annotations
@@ -20,35 +28,59 @@ import torch
 
 from evo import training_log
 from evo.errors import UserError
+from training.models import merged_weights
 
 STATE_FILE = "trainer_state.pt"
+MASTERS_FILE = "masters.safetensors"  # the float32 masters of a run exported in 16 bits (what a resume reads)
 STAGING, COMPLETE = ".saving", "COMPLETE"  # a save in progress; its mark once every file is written
 METRICS_FILE = training_log.METRICS_FILE
 SNAPSHOTS = "steps"  # out/steps/000100: the weights after step 100, for held-out curves
 
 
-def export(model, tokenizer, out: Path, *, half: bool = True) -> None:
-    """Write a Hugging Face directory to ship or serve; config.json's dtype is the dtype the
-    model computes in. With `half` float32 weights are stored as float16 (half the bytes), and
-    config.json still says float32, so `from_pretrained(dtype="auto")` and `vllm serve` compute
-    in float32 like the model that was trained; bf16 / fp16 weights are stored as they are.
-    `model` is unchanged."""
+def export(model, tokenizer, out: Path, *, half: bool = True, dtype: torch.dtype | None = None) -> None:
+    """Write a Hugging Face directory to ship or serve (LoRA merged, layer by layer); `model` is
+    unchanged. `dtype`: every floating tensor stored in it and config.json saying it (a run's
+    export in its init's dtype: `vllm serve` and `from_pretrained(dtype="auto")` compute in it).
+    Else config.json says the dtype the model computes in, and with `half` float32 weights are
+    stored as float16 (half the bytes; the tiny shipped checkpoints), 16-bit ones as they are."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    state = {k: v.half() if v.dtype == torch.float32 else v for k, v in model.state_dict().items()} if half else None
-    model.save_pretrained(out, safe_serialization=True, state_dict=state)
+    compute = next(model.parameters()).dtype
+    stored = dtype or (torch.float16 if half else None)
+    state = _converted(model, stored)
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base.save_pretrained(out, safe_serialization=True, state_dict=state)
     tokenizer.save_pretrained(out)
     config = json.loads((out / "config.json").read_text())
-    compute = str(next(model.parameters()).dtype).removeprefix("torch.")
     for key in ("dtype", "torch_dtype"):
         if key in config or key == "dtype":
-            config[key] = compute
+            config[key] = str(dtype or compute).removeprefix("torch.")
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def _converted(model, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
+    """The model's merged weights (`models.merged_weights`) as a state dict on the CPU, float32
+    tensors in `dtype` (None: as they are); the model's tensors that share storage (tied
+    weights) still share it. A merged LoRA weight is a temporary of its own, never shared."""
+    owned = {t.data_ptr() for t in model.state_dict().values()}
+    done: dict[tuple, torch.Tensor] = {}
+    state = {}
+    for name, tensor in merged_weights(model):
+        key = (tensor.device, tensor.data_ptr(), tensor.shape, tensor.stride())
+        if key not in done or tensor.data_ptr() not in owned:
+            floating = tensor.is_floating_point() and dtype is not None and tensor.dtype == torch.float32
+            converted = tensor.detach().to("cpu", dtype=dtype if floating else tensor.dtype)
+            if tensor.data_ptr() not in owned:
+                state[name] = converted
+                continue
+            done[key] = converted
+        state[name] = done[key]
+    return state
 
 
 def ship(run: Path, out: Path, step: int = 0) -> Path:
     """A trained run as a checkpoint to ship: `export`'s float16 weights (config.json saying
-    float32), the tokenizer, the training config and metrics, no optimizer state; replaces `out`.
+    float32; a run from a 16-bit checkpoint stays in its dtype), the tokenizer, the training config and metrics, no optimizer state; replaces `out`.
     `step`: ship the run's snapshot of that step (`snapshot`), its metrics up to that step."""
     from training import models
     from training.config import CONFIG_FILE
@@ -58,34 +90,58 @@ def ship(run: Path, out: Path, step: int = 0) -> Path:
     weights = run / SNAPSHOTS / f"{step:06d}" if step else run
     if not (weights / "config.json").is_file():
         raise UserError(f"no checkpoint at {weights}: pass a run directory (and a step it kept a snapshot of)")
+    from training import precision
+
+    stored = precision.checkpoint_dtype(weights)
     model, tokenizer = models.load(str(weights))
     shutil.rmtree(out, ignore_errors=True)
-    export(model, tokenizer, out, half=True)
+    export(model, tokenizer, out, half=True, dtype=stored if stored in precision.HALF else None)
     shutil.copy(run / CONFIG_FILE, out / CONFIG_FILE)
     kept = [record for record in read_metrics(run) if not step or record["step"] <= step]
     (out / METRICS_FILE).write_text("".join(json.dumps(record) + "\n" for record in kept))
     return out
 
 
-def snapshot(directory: Path, model, tokenizer, step: int) -> Path:
-    """Keep the weights after `step` in `directory/steps/NNNNNN` (float32, no optimizer state)."""
+def snapshot(directory: Path, model, tokenizer, step: int, dtype: torch.dtype = torch.float32) -> Path:
+    """Keep the weights after `step` in `directory/steps/NNNNNN` (in `dtype`, no optimizer state)."""
     out = directory / SNAPSHOTS / f"{step:06d}"
-    export(model, tokenizer, out, half=False)
+    export(model, tokenizer, out, half=False, dtype=dtype)
     return out
 
 
-def save(directory: Path, model, tokenizer, optimizer: torch.optim.Optimizer, step: int) -> None:
-    """Weights, tokenizer and trainer state of `step`, replacing the directory's, all or nothing."""
+def save(directory: Path, model, tokenizer, optimizer: torch.optim.Optimizer, step: int,
+         dtype: torch.dtype = torch.float32) -> None:
+    """Weights (in `dtype`, the init's: `export`; the float32 masters beside them when they differ),
+    tokenizer and trainer state of `step`, replacing the directory's, all or nothing."""
     directory = Path(directory)
     staging = directory / STAGING
     shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging, safe_serialization=True)
-    tokenizer.save_pretrained(staging)
+    export(model, tokenizer, staging, half=False, dtype=dtype)
+    if not hasattr(model, "get_base_model") and any(p.dtype != dtype for p in model.parameters()):
+        from safetensors.torch import save_model
+
+        save_model(model, str(staging / MASTERS_FILE))  # a LoRA run does not resume: its merged export is all
+    else:
+        (directory / MASTERS_FILE).unlink(missing_ok=True)
     torch.save({"optimizer": optimizer.state_dict(), "step": int(step)}, staging / STATE_FILE)
     mark = staging / (COMPLETE + ".tmp")
     mark.write_text(f"{int(step)}\n")
     os.replace(mark, staging / COMPLETE)  # from here on the save happens, even after a kill
     recover(directory)
+
+
+def load_masters(directory: Path, model) -> None:
+    """Load the run's float32 masters into `model` when it kept them (a 16-bit export)."""
+    path = Path(directory) / MASTERS_FILE
+    if not path.is_file():
+        return
+    from safetensors.torch import load_model
+
+    try:
+        load_model(model, str(path), strict=True, device=str(next(model.parameters()).device))
+    except Exception as error:  # truncated or foreign file
+        raise UserError(f"{path} is not this run's master weights ({str(error).splitlines()[0][:160]}); "
+                        "start a new --out") from None
 
 
 def recover(directory: Path) -> None:

@@ -15,7 +15,9 @@ On CUDA the engine sleeps through each update (vLLM's sleep mode, `sleep_mode`):
 calls `sleep(step)` after the step's sampling, level 2 (weights dropped) on a step whose update
 is pushed in anyway, level 1 (weights kept in CPU memory) otherwise; `after_update` wakes the
 weights, pushes the update into them, then wakes the KV cache (vLLM's RLHF order: the push
-never shares the GPU with the KV cache). The update's memory plan is made while it sleeps.
+never shares the GPU with the KV cache), after the trainer's update freed its gradients and
+torch's cache was emptied (`memory.release_cache`: vLLM sees only the memory the device has
+free). The update's memory plan is made while it sleeps.
 """
 
 from __future__ import annotations
@@ -219,6 +221,8 @@ class VLLMSampler:
     def after_update(self, step: int) -> dict:
         synced = self.synced(step)
         record = {"logprob_gap": self.gap, "synced": float(synced)}
+        if self.sleeps:  # the update's activations and gradients are freed: their cached blocks go back before vLLM wakes
+            memory.release_cache(next(self.model.parameters()).device)
         woke = self.wake(["weights"])  # the weights first: the push lands in them without the KV cache
         if synced:
             self.policy.load_weights(merged_weights(self.model))

@@ -80,6 +80,13 @@ def held_bytes(device: torch.device | str) -> int:
     return current_bytes(device)
 
 
+def release_cache(device: torch.device | str) -> None:
+    """Hand the CUDA allocator's cached, unused blocks back to the device (before vLLM wakes:
+    its engine allocates outside torch's cache and sees only what the device has free)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
 def free_bytes(device: torch.device | str) -> int:
     """What the device could still give this process: free CUDA memory plus what the allocator
     holds for it, or the machine's available memory plus the resident set on CPU."""

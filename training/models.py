@@ -10,6 +10,7 @@ the merged weights, so `local:` and `vllm serve` load them like any other direct
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -99,6 +100,17 @@ def merged_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
             with torch.no_grad():
                 tensor = tensor + sum(layer.get_delta_weight(a) for a in layer.active_adapters).to(tensor.dtype)
         yield name.replace(".base_layer.", "."), tensor
+
+
+@contextlib.contextmanager
+def adapters_off(model: torch.nn.Module, off: bool = True) -> Iterator[None]:
+    """Within the block a LoRA model computes as its frozen base (the KL reference of a LoRA
+    run, without a second copy of the model); a no-op for a model without adapters or `off` False."""
+    if off and hasattr(model, "disable_adapter"):
+        with model.disable_adapter():
+            yield
+    else:
+        yield
 
 
 def merged(model: torch.nn.Module) -> torch.nn.Module:

@@ -7,7 +7,12 @@ The learner is an observer of the loop (evo.loop.Observer): it is told each grou
 and the front its prompts were built from before they are journaled, and each iteration's
 evaluations before it is inserted, and writes both to RUN/online/; it never opens the run's
 database. The policy is a Trainable (evo.policies.base: `local:` trains its own sampling model,
-`vllm:` a torch copy whose weights are pushed into the engine after every step and on resume).
+`vllm:` a torch copy on the engine's device whose weights are pushed into the engine after every
+step and on resume). It trains under `evo train`'s precision plan (training/precision.py): float32
+master weights and AdamW moments, bf16 autocast on CUDA for a 16-bit checkpoint; a sampling model
+in 16 bits gets the masters' weights pushed in after each step (`trained_model`). The learning
+rate is chosen by the model's size (training/rates.py), a tenth of `evo train`'s unless given;
+the memory the step needs is checked before the search samples (trainer.check_memory).
 A group is the completions of one prompt (one iteration). A policy that answers with a set of
 m programs per completion (a VPO checkpoint's trained m) trains on the sets: a completion's m
 journal slots are its answers (rewards (B, G, m, d)), scored together by a set estimator
@@ -42,6 +47,7 @@ finite stops the run before the optimizer applies it.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -59,12 +65,12 @@ from evo.loop import Committed, LoopConfig, PromptGroup, Told
 from evo.policies.base import Completion, Trainable
 from evo.training_log import (DIRECTORY, METRICS_FILE, Settings, damaged, move_online, read_metrics,
                               read_stopped, truncate_metrics, write_stopped)
-from training import advantages, rates, search_signal
+from training import advantages, optimizer, precision, rates, search_signal
 from training.advantages import pad_fronts
 from training.config import TrainConfig
 from training.online_files import GROUPS, OUTCOMES, Group, Outcome, load_state, save_state
 from training.rollouts import Rollouts
-from training.trainer import Batch, State, finite, not_finite, train_step
+from training.trainer import Batch, State, check_memory, finite, not_finite, train_step
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
                 "duplicates", "failures", "idle_steps")
@@ -183,18 +189,21 @@ class Learner:
                 (self.directory / name).mkdir(exist_ok=True)
             except OSError as error:
                 raise UserError(f"cannot create {self.directory / name} ({error.strerror}); pick a writable --out") from None
-        model, tokenizer = policy.trainee()
+        model, tokenizer, plan = trained_model(policy)
         config = rates.resolved(settings.train_config(str(policy.checkpoint()), str(self.directory), seed=seed, group=group),
                                 rates.parameters(model))
         if "lr" not in settings.train:  # the safe default: a tenth of the offline rate
             config = replace(config, lr=config.lr * ONLINE_LR_FACTOR)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        config = replace(config, device=next(model.parameters()).device.type, bf16=plan.autocast,
+                         weight_dtype=precision.dtype_name(plan.weights))
+        adamw = optimizer.adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
         if config.kl_coef > 0:
             from training import models
 
-            reference = models.load(str(policy.checkpoint()), config.model_options)[0]
-        self.state = State(config, None, model, tokenizer, optimizer, reference, 0)
+            reference = models.load(str(policy.checkpoint()), config.model_options, dtype=plan.frozen)[0]
+        self.state = State(config, None, model, tokenizer, adamw, reference, 0)
+        check_memory(self.state)  # before the search samples
         self.seconds = 0.0
         self.history: list[dict] = []  # the steps' records (what search_signal.idle_cause reads)
         self.stopped = ""  # why training stopped (nothing to learn); '' while it trains
@@ -316,6 +325,20 @@ class Learner:
         rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, unparsed, truncated, kinds)
         extra = {"front": fronts} if advantages.entry(self.settings.algo).front else {}
         return Batch(rolls, rewards, self.objectives, self.weights, np.random.default_rng([self.seed, k]), extra)
+
+
+def trained_model(policy: Trainable) -> tuple[torch.nn.Module, Any, precision.Precision]:
+    """The model the learner updates, its tokenizer and its precision plan: `evo train`'s plan
+    (training/precision.py) on the device the policy samples on, for full fine-tuning of its
+    checkpoint (float32 masters; bf16 autocast on CUDA for a 16-bit checkpoint). When the
+    policy's own model is in another dtype (a `local:` policy samples a bf16 checkpoint in bf16
+    on CUDA), the masters are a float32 copy of it beside it, and `push` copies them in."""
+    model, tokenizer = policy.trainee()
+    device = next(model.parameters()).device
+    plan = precision.plan(device.type, precision.checkpoint_dtype(policy.checkpoint()), lora=False)
+    if any(p.dtype != plan.weights for p in model.parameters()):
+        model = copy.deepcopy(model).to(dtype=plan.weights)
+    return model, tokenizer, plan
 
 
 def proposals_of(groups: Sequence[Group], outcomes: Sequence[Outcome], answers: int) -> search_signal.Proposals:

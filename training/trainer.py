@@ -26,7 +26,7 @@ from evo.policies.prompt_format import PromptFormat
 from evo.scores import scalarize
 from tasks.base import GoalConditioned, Similar
 from tasks.completions import Scoring
-from training import advantages, checkpoint, diversity, memory, models, planner, precision, rates, search_signal
+from training import advantages, checkpoint, diversity, memory, models, optimizer, planner, precision, rates, search_signal
 from training.config import TrainConfig
 from training.loss import head_parts, ppo_clip_loss, tis_weights, token_logprobs
 from training.rollouts import BatchScored, Rollouts, check_template, collect
@@ -84,6 +84,8 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if plan.warning:
         print(f"warning: {plan.warning}", file=sys.stderr, flush=True)
     model, tokenizer = models.load(start, config.model_options, dtype=plan.weights)
+    if resume:
+        checkpoint.load_masters(out, model)  # exactly the weights the run stopped with (its export may be 16-bit)
     prompt = PromptFormat.chosen(tokenizer, config.init, chat=config.chat, system=config.system)  # recorded by config.save
     config = rates.resolved(replace(config, bf16=plan.autocast, weight_dtype=precision.dtype_name(plan.weights),
                                     chat=prompt.chat, system=prompt.system), rates.parameters(model))
@@ -92,25 +94,26 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
         config = replace(config, max_new_tokens=budget)
-    trained = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trained, lr=config.lr, weight_decay=config.weight_decay)
+    adamw = optimizer.adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     step = 0
     if resume:
         state = checkpoint.load_state(out)
-        optimizer.load_state_dict(state["optimizer"])
+        optimizer.load(adamw, state["optimizer"])
         step = state["step"]
         checkpoint.truncate_metrics(out, step)
-    reference = None
+    reference = None  # the KL reference: LoRA's base is the model itself with its adapters off (no second copy)
     if config.kl_coef > 0:
-        reference = models.load(config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False),
-                                dtype=plan.frozen)[0]
+        reference = model if config.lora_rank else models.load(
+            config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False), dtype=plan.frozen)[0]
     sampler = None
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
 
         sampler = VLLMSampler.start(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
                                     bf16=bool(plan.autocast), sleep=config.vllm_sleep, engine=config.vllm_options)
-    return State(config, task, model, tokenizer, optimizer, reference, step, sampler, encode)
+    trainer = State(config, task, model, tokenizer, adamw, reference, step, sampler, encode)
+    check_memory(trainer)
+    return trainer
 
 
 def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
@@ -236,26 +239,46 @@ def micro_batches(state: State, rolls: Rollouts) -> list[torch.Tensor]:
     return chunks(rolls.samples.completion_ids.shape[0], state.config.micro_batches or 1)
 
 
+def room(state: State) -> int:
+    """What the device can give the trainer now, less what vLLM's engine took when it started."""
+    engine = state.sampler
+    return memory.free_bytes(next(state.model.parameters()).device) - (engine.engine_bytes if engine is not None else 0)
+
+
+def capacity(state: State) -> int:
+    """The update's memory budget: --memory-gib, else BUDGET_SHARE of `room`."""
+    config = state.config
+    return int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * room(state))
+
+
+def check_memory(state: State) -> None:
+    """Before any sampling: the weights, moments, reference and optimizer step fit the update's
+    budget, and the resident part fits beside vLLM's engine while it samples (one line if not)."""
+    awake = int(planner.BUDGET_SHARE * room(state)) if state.sampler is not None else None
+    planner.check_states(state.model, state.reference, capacity=capacity(state),
+                         step_transient=optimizer.step_bytes(state.optimizer), awake=awake)
+
+
 def plan_memory(state: State, rolls: Rollouts) -> planner.MemoryPlan:
     """The memory plan of this run's steps, from the first step's prompt width (one line on stderr)."""
     config, samples = state.config, rolls.samples
-    device = samples.completion_ids.device
     prompt = int(samples.prompt_mask.any(0).sum())
     engine = state.sampler  # vLLM's engine: asleep now (the plan's room is then the engine's too), or awake beside the update
-    free = memory.free_bytes(device) - (engine.engine_bytes if engine is not None else 0)
-    capacity = int(config.memory_gib * memory.GIB) if config.memory_gib else int(planner.BUDGET_SHARE * free)
     plan = planner.plan(state.model, state.reference, rollouts=samples.completion_ids.shape[0], group=config.group,
-                        prompt=prompt, completion=config.max_new_tokens, capacity=capacity,
+                        prompt=prompt, completion=config.max_new_tokens, capacity=capacity(state),
                         checkpointing=config.gradient_checkpointing, entropy=config.entropy_coef > 0,
-                        autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model))
+                        autocast=lambda: autocast(config), enable_checkpointing=lambda: models.enable_checkpointing(state.model),
+                        step_transient=optimizer.step_bytes(state.optimizer))
     beside = "" if engine is None else "; vLLM asleep during the update" if engine.sleeps else "; vLLM awake beside the update"
     print(plan.line(samples.completion_ids.shape[0], prompt + config.max_new_tokens) + beside, file=sys.stderr, flush=True)
     return plan
 
 
 @torch.no_grad()
-def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig, parts: list[torch.Tensor]) -> torch.Tensor:
-    with autocast(config):
+def frozen_logprobs(model: torch.nn.Module, rolls: Rollouts, config: TrainConfig, parts: list[torch.Tensor], *,
+                    base: bool = False) -> torch.Tensor:
+    """The rollouts' log-probs under `model` (`base`: its LoRA adapters switched off)."""
+    with autocast(config), models.adapters_off(model, base):
         return torch.cat([token_logprobs(model, rolls.samples, r)[0] for r in parts])
 
 
@@ -267,7 +290,8 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
     advantage = torch.tensor(adv.reshape(-1), dtype=torch.float32, device=mask.device)
     batches = micro_batches(state, rolls)
     old = frozen_logprobs(state.model, rolls, config, batches) if config.ppo_epochs > 1 else None
-    ref = frozen_logprobs(state.reference, rolls, config, batches) if state.reference is not None else None
+    ref = None if state.reference is None else frozen_logprobs(state.reference, rolls, config, batches,
+                                                               base=state.reference is state.model)
     entropy = config.entropy_coef > 0  # the token entropies cost a softmax over the vocabulary
     sums = {"clipped": 0.0, "entropy": 0.0, "kl": 0.0, "loss": 0.0, "grad_norm": 0.0, "tis_weight": 0.0, "tis_capped": 0.0}
     for _ in range(config.ppo_epochs):
@@ -295,6 +319,7 @@ def update(state: State, rolls: Rollouts, adv: np.ndarray) -> dict:
             raise not_finite(state.step + 1, {"loss": sums["loss"], "grad_norm": norm, "advantage_abs": float(np.abs(adv).mean())})
         sums["grad_norm"] += norm
         state.optimizer.step()
+    state.optimizer.zero_grad(set_to_none=True)  # the gradients' memory is free while the next step samples
     tokens = float(mask.sum()) * config.ppo_epochs
     record = {
         "loss": sums["loss"] / config.ppo_epochs,
@@ -385,6 +410,7 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
     if not resume:  # a start killed before its first checkpoint logged steps that run again now
         checkpoint.truncate_metrics(out, 0)
     records = []
+    exported = precision.checkpoint_dtype(config.init)  # the dtype the model came in is the one it goes out in
     bar = tqdm(total=config.steps, initial=state.step, disable=not progress, desc=f"{config.algo}", unit="step")
     while state.step < config.steps:
         record = train_step(state)
@@ -394,9 +420,9 @@ def run(config: TrainConfig, *, resume: bool = False, progress: bool = True, tas
         records.append(record)
         idle = search_signal.idle_cause(records, config.idle_steps)
         if config.snapshot_every and state.step % config.snapshot_every == 0:
-            checkpoint.snapshot(out, models.merged(state.model), state.tokenizer, state.step)
+            checkpoint.snapshot(out, state.model, state.tokenizer, state.step, exported)
         if state.step % config.save_every == 0 or state.step == config.steps or idle:
-            checkpoint.save(out, models.merged(state.model), state.tokenizer, state.optimizer, state.step)
+            checkpoint.save(out, state.model, state.tokenizer, state.optimizer, state.step, exported)
         if idle:  # what it has is saved: the one line, and the run stops
             raise WorkFailed(f"{idle}; training stopped at step {state.step}, saved in {out} "
                              f"(evo train --out {out} --resume continues it)")

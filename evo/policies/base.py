@@ -50,9 +50,13 @@ class Trainable(Protocol):
         ...
 
     def trainee(self) -> tuple[Any, Any]:
-        """(torch model, tokenizer) to train: the sampling model itself, or a torch copy of the checkpoint."""
+        """(torch model, tokenizer) to train: the sampling model itself, or a torch copy of the
+        checkpoint on the device the policy samples on. A trainer keeps float32 master weights
+        (training/precision.py): of a 16-bit model it trains a float32 copy beside it."""
         ...
 
     def push(self, model: Any) -> None:
-        """Sample with `model`'s weights from now on (nothing to do when it is the sampling model)."""
+        """Sample with `model`'s weights from now on: nothing to do when it is the sampling model;
+        float32 masters of a 16-bit sampling model are copied into it (rounded to its dtype), a
+        copy's weights are sent to the engine."""
         ...

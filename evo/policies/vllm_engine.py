@@ -89,10 +89,13 @@ class VLLMPolicy:
         return [self.prompt_format.encode(self.tokenizer, [p])[0] if isinstance(p, str) else list(p) for p in prompts]
 
     def trainee(self) -> tuple[Any, Any]:
-        """A float32 torch copy of the checkpoint on the CPU, and its tokenizer."""
+        """A float32 torch copy of the checkpoint on the engine's device (CUDA when torch sees
+        one, as vLLM does), and its tokenizer."""
+        import torch
+
         from evo.policies.local import load_causal_lm
 
-        return load_causal_lm(self.path)
+        return load_causal_lm(self.path, device="cuda" if torch.cuda.is_available() else "cpu")
 
     def push(self, model: Any) -> None:
         self.load_weights(model)

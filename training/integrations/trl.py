@@ -211,7 +211,7 @@ def export(grpo, config: TrainConfig, directory: Path) -> None:
 
                 model = get_peft_model(model, lora_config(config))
             load_full(model, state)
-            checkpoint.export(models.merged(model), grpo.processing_class, directory, half=False)
+            checkpoint.export(model, grpo.processing_class, directory, half=False)  # LoRA merged layer by layer
     grpo.accelerator.wait_for_everyone()
 
 
