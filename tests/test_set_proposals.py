@@ -8,9 +8,6 @@ before set proposals existed (digests of runs made by commit 57b78e5).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +22,7 @@ from evo.prompts import ParseFailure, Shown
 from evo.sandbox.pool import Sandbox
 from evo.spec import SandboxLimits
 from tests.evo_cli import refused
+from tests.test_pinned_runs import journal_digest as digest
 from tests.test_loop import SCORER  # objectives fa, fb of the program's A and B
 from tests.openai_server import server  # noqa: F401 -- the fixture
 
@@ -196,14 +194,6 @@ def test_spec_keys_are_checked_in_one_line(tmp_path, capsys):
 
 
 # -- m = 1 is the search as it was ------------------------------------------------------------
-
-
-def digest(directory: Path) -> str:
-    connection = sqlite3.connect(directory / "programs.sqlite")
-    rows = connection.execute("SELECT iteration, slot, hash, status FROM candidates ORDER BY iteration, slot").fetchall()
-    codes = connection.execute("SELECT code FROM programs ORDER BY id").fetchall()
-    connection.close()
-    return hashlib.sha256(json.dumps([rows, codes]).encode()).hexdigest()
 
 
 def evo_run(*args: str) -> None:
