@@ -92,11 +92,13 @@ class ServedPolicy(OpenAIPolicy):
         return [self.prompt_format.encode(self.tokenizer, [p])[0] if isinstance(p, str) else list(p) for p in prompts]
 
     def trainee(self) -> tuple[Any, Any]:
-        """A float32 torch copy of the checkpoint on the CPU and its tokenizer; its weights are
-        pushed at once, so the server samples from the weights this process holds."""
+        """A float32 torch copy of the checkpoint (on CUDA when torch sees a GPU) and its
+        tokenizer; its weights are pushed at once, so the server samples what this process holds."""
+        import torch
+
         from evo.policies.local import load_causal_lm
 
-        model, tokenizer = load_causal_lm(self.path)
+        model, tokenizer = load_causal_lm(self.path, device="cuda" if torch.cuda.is_available() else "cpu")
         self.push(model)
         return model, tokenizer
 
