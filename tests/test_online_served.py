@@ -6,40 +6,27 @@ uninterrupted one."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
 
-from evo.database import Database
 from evo.errors import UserError
 from evo.policies import load
 from evo.policies.sampler import Sampler
 from evo.policies.served import BACKEND, EXTENSION
-from tests.test_online_training import outcome
+from tests.test_online_training import ITERATIONS, init_dir, kill_after_first_step_and_resume, outcome  # noqa: F401 -- the fixture
 from tests.test_vllm import needs_vllm, serving
 from training import models, tiny
 
 SPEC = "examples/nguyen7/problem.toml"
-ITERATIONS = 6
 TRAINABLE = ("--worker-extension-cls", EXTENSION, "--weight-transfer-config", f'{{"backend": "{BACKEND}"}}')
 PROMPT = "import numpy as np\n\n\n# EVOLVE-BLOCK-START\ndef f(x):\n"
 
 
 @pytest.fixture(scope="module")
-def init_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("init")
-    tok = tiny.char_tokenizer()
-    tiny.save(tiny.new_model("nano", "llama", tok, context=512, seed=3), tok, path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def url(init_dir, tmp_path_factory):
+def url(init_dir, tmp_path_factory):  # noqa: F811
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with serving(init_dir, log, max_model_len=512, extra=TRAINABLE, env={"VLLM_SERVER_DEV_MODE": "1"}) as served:
         yield served
@@ -65,7 +52,7 @@ def greedy(url, init_dir, weights=None) -> tuple[list[int], list[int]]:
 
 
 @needs_vllm
-def test_a_served_model_trains_and_a_killed_run_resumes_to_the_same_programs_and_weights(url, init_dir, tmp_path):
+def test_a_served_model_trains_and_a_killed_run_resumes_to_the_same_programs_and_weights(url, init_dir, tmp_path):  # noqa: F811
     whole = subprocess.run(command(url, init_dir, tmp_path / "whole"), capture_output=True, text=True, timeout=600)
     assert whole.returncode == 0, whole.stderr[-3000:]
     proposals, weights, metrics = outcome(tmp_path / "whole")
@@ -75,17 +62,7 @@ def test_a_served_model_trains_and_a_killed_run_resumes_to_the_same_programs_and
     assert all(not torch.equal(initial[k], weights[k]) for k in weights)  # every tensor moved
     assert greedy(url, init_dir)[1] != served  # and so did the served model's answer
 
-    killed = subprocess.Popen(command(url, init_dir, tmp_path / "killed"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not (tmp_path / "killed" / "online" / "state.pt").exists() and killed.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait()
-    with Database.open(tmp_path / "killed") as db:
-        assert db.iteration < ITERATIONS  # killed mid-run
-    resumed = subprocess.run([sys.executable, "-m", "evo", "run", "--resume", str(tmp_path / "killed"), "--quiet"],
-                             capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    kill_after_first_step_and_resume(command(url, init_dir, tmp_path / "killed"), tmp_path / "killed", timeout=600)
     again, weights_again, metrics_again = outcome(tmp_path / "killed")
     assert len(proposals) == ITERATIONS * 4 and proposals == again
     assert [m["step"] for m in metrics] == [1, 2] and metrics == metrics_again
@@ -94,7 +71,7 @@ def test_a_served_model_trains_and_a_killed_run_resumes_to_the_same_programs_and
 
 
 @needs_vllm
-def test_a_vllm_serve_without_the_update_endpoints_is_refused_in_one_line(init_dir, tmp_path):
+def test_a_vllm_serve_without_the_update_endpoints_is_refused_in_one_line(init_dir, tmp_path):  # noqa: F811
     with serving(init_dir, tmp_path / "serve.log", max_model_len=512) as plain:
         with pytest.raises(UserError, match="does not expose vLLM's weight-update endpoints") as refused:
             load(f"openai:{plain}#tiny;train={init_dir}")
