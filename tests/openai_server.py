@@ -27,6 +27,9 @@ class FakeServer:
         self.reply = None  # reply(body, i) -> text of choice i, in place of `text` (a server that reads the prompt)
         self.usage = None  # usage(body, texts) -> the reply's "usage" object (None: no usage field)
         self.bodies: list[dict] = []
+        self.routes: dict[str, object] = {}  # path (no query) -> its JSON reply, or an HTTP status to fail with
+        self.paths: list[str] = []  # the routed requests' paths, in order (query included)
+        self.routed: list[dict | None] = []  # their bodies
         self.posts = self.gets = 0
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
@@ -51,12 +54,17 @@ class FakeServer:
                 pass
 
             def do_GET(self) -> None:
+                if self._route(None):
+                    return
                 with server.lock:
                     server.gets += 1
                 self._send(200, server.models)
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                if self._route(body):
+                    return
                 with server.lock:
                     server.posts += 1
                     server.bodies.append(body)
@@ -68,6 +76,20 @@ class FakeServer:
                 finally:
                     with server.lock:
                         server.in_flight -= 1
+
+            def _route(self, body: dict | None) -> bool:
+                """Answer a path of `server.routes` (the development endpoints of `vllm serve`)."""
+                reply = server.routes.get(self.path.partition("?")[0])
+                if reply is None:
+                    return False
+                with server.lock:
+                    server.paths.append(self.path)
+                    server.routed.append(body)
+                if isinstance(reply, int):
+                    self._send(reply, {"error": {"message": f"fault {reply}"}})
+                else:
+                    self._send(200, reply)
+                return True
 
             def _act(self, action: str | bytes, body: dict) -> None:
                 if isinstance(action, bytes):

@@ -49,20 +49,26 @@ def outcome(out) -> tuple[list, dict, list]:
     return proposals, weights, metrics
 
 
-def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_path):
-    whole = subprocess.run(command(init_dir, tmp_path / "whole"), capture_output=True, text=True, timeout=300)
-    assert whole.returncode == 0, whole.stderr
-    killed = subprocess.Popen(command(init_dir, tmp_path / "killed"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 240
-    while not (tmp_path / "killed" / "online" / "state.pt").exists() and killed.poll() is None and time.monotonic() < deadline:
+def kill_after_first_step_and_resume(cmd: list[str], out, timeout: float = 300) -> None:
+    """Run `cmd` (an `evo run --train ... --out OUT`), SIGKILL it once its first step is saved,
+    check that it was cut mid-run, and continue it with `evo run --resume OUT`."""
+    killed = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while not (out / "online" / "state.pt").exists() and killed.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     os.kill(killed.pid, signal.SIGKILL)
     killed.wait()
-    with Database.open(tmp_path / "killed") as db:
+    with Database.open(out) as db:
         assert db.iteration < ITERATIONS  # killed mid-run
-    resumed = subprocess.run([sys.executable, "-m", "evo", "run", "--resume", str(tmp_path / "killed"), "--quiet"],
-                             capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
+    resumed = subprocess.run([sys.executable, "-m", "evo", "run", "--resume", str(out), "--quiet"],
+                             capture_output=True, text=True, timeout=timeout)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+
+def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_path):
+    whole = subprocess.run(command(init_dir, tmp_path / "whole"), capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    kill_after_first_step_and_resume(command(init_dir, tmp_path / "killed"), tmp_path / "killed")
     proposals, weights, metrics = outcome(tmp_path / "whole")
     again, weights_again, metrics_again = outcome(tmp_path / "killed")
     assert len(proposals) == ITERATIONS * 4 and proposals == again

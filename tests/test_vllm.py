@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import pytest
 import torch
@@ -75,14 +75,17 @@ def wait_until_serving(proc: subprocess.Popen, url: str, log: Path, limit: float
 
 
 @contextlib.contextmanager
-def serving(checkpoint: Path, log: Path, max_model_len: int = 256) -> Iterator[str]:
-    """A real `vllm serve` of `checkpoint` (served as "tiny") for the duration of the block: yields its URL."""
+def serving(checkpoint: Path, log: Path, max_model_len: int = 256, extra: Sequence[str] = (),
+            env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A real `vllm serve` of `checkpoint` (served as "tiny") for the duration of the block: yields its URL.
+    `extra`: more `vllm serve` arguments; `env`: more environment variables."""
     port = free_port()
     cmd = [VLLM_PY, "-c", SERVE, "serve", str(checkpoint), "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", str(max_model_len),
-           "--kv-cache-memory-bytes", KV_BYTES, "--seed", "0", "--enforce-eager"]
+           "--kv-cache-memory-bytes", KV_BYTES, "--seed", "0", "--enforce-eager", *extra]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=vllm_env(), start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**vllm_env(), **(env or {})},
+                                start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(proc, url, log)

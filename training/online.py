@@ -7,12 +7,13 @@ The learner is an observer of the loop (evo.loop.Observer): it is told each grou
 and the front its prompts were built from before they are journaled, and each iteration's
 evaluations before it is inserted, and writes both to RUN/online/; it never opens the run's
 database. The policy is a Trainable (evo.policies.base: `local:` trains its own sampling model,
-`vllm:` a torch copy on the engine's device whose weights are pushed into the engine after every
-step and on resume). It trains under `evo train`'s precision plan (training/precision.py): float32
-master weights and AdamW moments, bf16 autocast on CUDA for a 16-bit checkpoint; a sampling model
-in 16 bits gets the masters' weights pushed in after each step (`trained_model`). The learning
-rate is chosen by the model's size (training/rates.py), a tenth of `evo train`'s unless given;
-the memory the step needs is checked before the search samples (trainer.check_memory).
+`vllm:` and `openai:...;train=PATH` a torch copy whose weights are pushed into the engine, or the
+running `vllm serve`, after every step and on resume). It trains under `evo train`'s precision plan
+(training/precision.py): float32 master weights and AdamW moments, bf16 autocast on CUDA for a
+16-bit checkpoint; a sampling model in 16 bits gets the masters' weights pushed in after each step
+(`trained_model`). The learning rate is chosen by the model's size (training/rates.py), a tenth of
+`evo train`'s unless given; the memory the step needs is checked before the search samples
+(trainer.check_memory).
 A group is the completions of one prompt (one iteration). A policy that answers with a set of
 m programs per completion (a VPO checkpoint's trained m) trains on the sets: a completion's m
 journal slots are its answers (rewards (B, G, m, d)), scored together by a set estimator
@@ -140,7 +141,8 @@ class OnlineSettings(Settings):
         from evo.loop import asked
 
         if not policies.trainable(uri):
-            raise UserError(f"--train needs a policy this process can train (local:PATH or vllm:PATH), not {uri!r}")
+            raise UserError(f"--train needs a policy this process can train (local:PATH, vllm:PATH or "
+                            f"openai:URL#MODEL;train=PATH), not {uri!r}")
         self.check_group(search.samples_per_prompt)
         per_completion, _ = asked(policies.answers_for(uri, search.answers), search.samples_per_prompt, search.answers_by)
         self.check_answers(per_completion)
@@ -177,7 +179,7 @@ class Learner:
     def __init__(self, policy: Any, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
                  objectives: Sequence[str], weights: np.ndarray, group: int, answers: int = 1) -> None:
         if not isinstance(policy, Trainable):
-            raise UserError("--train needs a policy this process can train: local:PATH or vllm:PATH")
+            raise UserError("--train needs a policy this process can train: local:PATH, vllm:PATH or openai:URL#MODEL;train=PATH")
         self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
         self.answers, self.group = answers, group  # a completion's `answers` journal slots are one set
         self.objectives, self.weights = tuple(objectives), np.asarray(weights, dtype=np.float64)

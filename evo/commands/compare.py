@@ -53,7 +53,8 @@ def spec_option(*decls, **attrs):
              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
 @spec_option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a spec key, as in evo run")
 @spec_option("--train", "train", multiple=True, metavar="NAME=ALGO",
-             help="train policy NAME (local:) during each of its runs, as evo run --train (repeatable)")
+             help="train policy NAME (a trainable one: local:, vllm:, openai:...;train=PATH) during each of its runs, "
+                  "as evo run --train (repeatable)")
 @spec_option("--train-every", type=click.IntRange(1), default=None, help="--train: committed iterations per PPO step (default 4)")
 @spec_option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--train: as evo run --train-option")
 @params.compare_options

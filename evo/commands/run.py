@@ -30,7 +30,8 @@ from evo.policy_mix import PolicyMix
               help="torch CPU threads for a local: policy (default: half the cores; the rest evaluate)")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 @click.option("--train", "train_algo", default=None, metavar="ALGO",
-              help="train the local: policy during the search with this estimator (e.g. vpo_front, grpo); docs/training.md")
+              help="train the policy (local:, vllm:, openai:...;train=PATH) during the search with this estimator "
+                   "(e.g. vpo_front, grpo); docs/training.md")
 @click.option("--train-every", type=click.IntRange(min=1), default=None, help="--train: committed iterations per PPO step (default 4)")
 @click.option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE",
               help="--train: lr, entropy_coef, eps_low, ... or an estimator option (K=100)")

@@ -2,7 +2,8 @@
 
     local:PATH          a Hugging Face causal-LM directory, or the name of a shipped checkpoint
     openai:URL#MODEL    an OpenAI-compatible server (options: ;chat ;logprobs ;token_ids ;concurrency=N ;timeout=S ;retries=N
-                        ;backoff=S ;max_backoff=S; ranges in evo/policies/openai.py RANGES)
+                        ;backoff=S ;max_backoff=S; ranges in evo/policies/openai.py RANGES; ;train=PATH: a
+                        `vllm serve` of PATH that `evo run --train` trains, evo/policies/served.py)
     vllm:PATH           vLLM's in-process engine (needs the `vllm` extra)
     mutate:             random AST edits of the parent program (options: mutate:max_edits=N,scale=X)
 """
@@ -59,14 +60,14 @@ MAX_ANSWERS = 64  # programs per reply a checkpoint may say it writes
 
 
 def trained_answers(uri: str) -> int:
-    """Programs per completion a `local:` / `vllm:` checkpoint was trained to write (its
-    train_config.json's "set_size"), else 1."""
+    """Programs per completion the checkpoint of a `local:` / `vllm:` policy (or of an `openai:`
+    one's `;train=PATH`) was trained to write (its train_config.json's "set_size"), else 1."""
     import json
 
-    scheme, _, rest = uri.partition(":")
-    if scheme not in ("local", "vllm"):
+    path = checkpoint_of(uri)
+    if path is None:
         return 1
-    config = resolve_checkpoint(rest) / "train_config.json"
+    config = resolve_checkpoint(path) / "train_config.json"
     if not config.is_file():
         return 1
     try:
@@ -80,6 +81,18 @@ def trained_answers(uri: str) -> int:
     if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_ANSWERS:
         raise UserError(f"{config}: set_size must be an integer in 1..{MAX_ANSWERS}, found {m!r}; fix it, or give --answers M")
     return m
+
+
+def checkpoint_of(uri: str) -> str | None:
+    """The checkpoint directory a policy URI names (`local:PATH`, `vllm:PATH`, `openai:...;train=PATH`), else None."""
+    scheme, _, rest = uri.partition(":")
+    if scheme in ("local", "vllm"):
+        return rest
+    if scheme == "openai":
+        from evo.policies.openai import parse_uri
+
+        return parse_uri(rest).train or None
+    return None
 
 
 def answers_for(uri: str, asked: int = 0) -> int:
@@ -99,7 +112,7 @@ def prompt_style(uri: str, style: str) -> str:
 
 def policy_class(uri: str) -> type:
     """The class `load(uri)` builds (nothing is loaded or started)."""
-    scheme, sep, _ = uri.partition(":")
+    scheme, sep, rest = uri.partition(":")
     if not sep or scheme not in SCHEMES:
         raise UserError(f"unknown policy {uri!r}; use local:PATH, openai:URL#MODEL, vllm:PATH or mutate:")
     if scheme == "local":
@@ -107,9 +120,10 @@ def policy_class(uri: str) -> type:
 
         return LocalPolicy
     if scheme == "openai":
-        from evo.policies.openai import OpenAIPolicy
+        from evo.policies.openai import OpenAIPolicy, parse_uri
+        from evo.policies.served import ServedPolicy
 
-        return OpenAIPolicy
+        return ServedPolicy if parse_uri(rest).train else OpenAIPolicy
     if scheme == "vllm":
         from evo.policies.vllm_engine import VLLMPolicy
 
@@ -147,8 +161,10 @@ def load(uri: str, **options) -> Policy:
         return LocalPolicy(resolve_checkpoint(rest), **options)
     if scheme == "openai":
         from evo.policies.openai import OpenAIPolicy, parse_uri
+        from evo.policies.served import ServedPolicy
 
-        policy = OpenAIPolicy(parse_uri(rest))
+        config = parse_uri(rest)
+        policy = (ServedPolicy if config.train else OpenAIPolicy)(config)
         policy.check()
         return policy
     if scheme == "vllm":

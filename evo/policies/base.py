@@ -36,7 +36,7 @@ class Policy(Protocol):
 
 @runtime_checkable
 class Trainable(Protocol):
-    """A policy this process can train (`local:`, `vllm:`; a new backend that can train
+    """A policy this process can train (`local:`, `vllm:`, `openai:...;train=PATH`; a new backend that can train
     implements these): the checkpoint it was loaded from, the prompt encoder it samples with,
     the torch model a trainer updates, and how the updated weights reach its sampling."""
 

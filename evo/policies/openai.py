@@ -49,6 +49,7 @@ class OpenAIConfig:
     max_backoff: float = 30.0
     logprobs: bool = False  # ask for the sampled tokens' log-probabilities
     token_ids: bool = False  # ask for the sampled token ids (vLLM's `return_token_ids`)
+    train: str = ""  # the checkpoint directory the server serves: `evo run --train` trains it (evo/policies/served.py)
     api_key: str = ""
 
     def __post_init__(self) -> None:
@@ -137,8 +138,8 @@ class OpenAIPolicy:
             shown = one_line(", ".join(served[:10]) + (", ..." if len(served) > 10 else ""))
             raise UserError(f"openai: model {cfg.model!r} is not served by {cfg.base_url}; served: {shown}")
 
-    def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
-                 top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256,
+                 temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
         check_sampling("openai", n=n, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         n, max_new_tokens, temperature, top_p = int(n), int(max_new_tokens), float(temperature), float(top_p)  # JSON
         draws = 1 if temperature < GREEDY_BELOW else n  # servers refuse n > 1 for greedy; greedy repeats
@@ -152,14 +153,14 @@ class OpenAIPolicy:
             return [one(i) for i in range(len(prompts))]
         return map_abandonable(one, len(prompts), self.config.concurrency)
 
-    def _body(self, prompt: str, n: int, max_new_tokens: int, temperature: float, top_p: float,
+    def _body(self, prompt: str | Sequence[int], n: int, max_new_tokens: int, temperature: float, top_p: float,
               seed: int | None, stop: Sequence[str]) -> dict:
         body: dict = {"model": self.config.model, "n": n, "max_tokens": max_new_tokens,
                       "temperature": temperature, "top_p": top_p}
         if self.config.chat:
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
-            body["prompt"] = prompt
+            body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)  # token ids: /completions only
         if seed is not None:
             body["seed"] = seed
         if stop:
@@ -203,7 +204,7 @@ class OpenAIPolicy:
 
 
 def parse_uri(rest: str) -> OpenAIConfig:
-    """`URL#MODEL[;chat][;logprobs][;token_ids][;concurrency=8][;timeout=60][;retries=4]` -> config."""
+    """`URL#MODEL[;chat][;logprobs][;token_ids][;concurrency=8][;timeout=60][;retries=4][;train=PATH]` -> config."""
     url, _, fragment = rest.partition("#")
     model, *options = fragment.split(";") if fragment else ("",)
     fields: dict = {"base_url": url, "model": model}
@@ -213,7 +214,9 @@ def parse_uri(rest: str) -> OpenAIConfig:
             fields[key] = True
         elif key in RANGES and has_value:
             fields[key] = parse_option("openai", key, value, RANGES)
+        elif key == "train" and value:
+            fields[key] = value
         else:
-            known = ", ".join([*FLAGS, *(f"{k}=N" for k in RANGES)])
+            known = ", ".join([*FLAGS, *(f"{k}=N" for k in RANGES), "train=PATH"])
             raise UserError(f"openai: unknown option {option!r}; known: {known}")
     return OpenAIConfig(**fields)

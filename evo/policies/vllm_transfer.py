@@ -29,8 +29,13 @@ except ImportError:  # vLLM before the weight-transfer API: WeightLoader alone
     WeightTransferEngine = None
 
 
-def unpack(weights: dict[str, Any] | bytes) -> dict[str, Any]:
-    """name -> tensor, from the tensors themselves or their safetensors bytes."""
+def unpack(weights: dict[str, Any] | bytes | str) -> dict[str, Any]:
+    """name -> tensor, from the tensors themselves, their safetensors bytes, or those bytes in
+    base64 (what a JSON request to `vllm serve`'s /update_weights carries)."""
+    if isinstance(weights, str):
+        import base64
+
+        weights = base64.b64decode(weights, validate=True)
     if isinstance(weights, (bytes, bytearray, memoryview)):
         from safetensors.torch import load
 
@@ -41,7 +46,7 @@ def unpack(weights: dict[str, Any] | bytes) -> dict[str, Any]:
 class WeightLoader:
     """Mixed into vLLM's workers (worker_extension_cls); runs inside each worker."""
 
-    def evo_load_weights(self, weights: dict[str, Any] | bytes) -> int:
+    def evo_load_weights(self, weights: dict[str, Any] | bytes | str) -> int:
         """Load name -> tensor (or those tensors in safetensors bytes) into the worker's model;
         returns how many."""
         weights = unpack(weights)
@@ -59,7 +64,7 @@ class MemoryInit:
 
 @dataclass
 class MemoryUpdate:
-    weights: dict[str, Any] | bytes  # name -> full tensor, or those tensors as safetensors bytes
+    weights: dict[str, Any] | bytes | str  # name -> full tensor, or those tensors as safetensors bytes (base64 over HTTP)
 
 
 if WeightTransferEngine is not None:
