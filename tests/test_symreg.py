@@ -150,3 +150,17 @@ def test_the_held_out_generator_rejects_flat_and_broken_formulas():
     assert not well_posed(Dataset("x0 + sqrt(x0**2)", box, seed=0))  # 0 on the left half: flat regions
     assert not well_posed(Dataset("sqrt(x0)", box, seed=0))  # not finite on the left half
     assert not well_posed(Dataset("exp(10*x0)", ((0.0, 2.0),), seed=0))  # too large
+
+
+def test_a_train_formula_outside_its_domain_somewhere_still_scores_numbers():
+    """Train step 166 of seed 0 draws sqrt(x0 * x1 - x0 + 1) on [0, 2]^2, whose truth is NaN where
+    the root's argument is negative: those points are left out, so every score is a number (a NaN
+    reward made the advantages NaN and stopped a VPO run at that step)."""
+    import tasks
+    from tasks.symreg.data import arrays
+
+    task = tasks.get("symreg")
+    instance = next(i for i in task.instances("train", 8, seed=166) if not np.isfinite(arrays(i.data[1]).y_eval).all())
+    scores = task.score(instance, [instance.data[0].formula, "x0", "1", "log(x0 - 5)"])
+    assert np.isfinite(scores).all() and (scores >= 0).all() and (scores <= 1).all()
+    assert (scores[0] == 1.0).all() and (scores[3] == 0.0).all()

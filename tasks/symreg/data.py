@@ -86,14 +86,18 @@ def region_scores(prediction: np.ndarray, data: Dataset) -> np.ndarray:
 
 def accuracy(prediction: np.ndarray, table: Arrays) -> np.ndarray:
     """Per-region accuracy 1 / (1 + RMSE_region / std(y)) of predictions at `table.X_eval`; a
-    region with a non-finite prediction scores 0, a region without points the accuracy on all."""
+    region with a non-finite prediction scores 0, a region without points the accuracy on all.
+    Points where the truth itself is not finite (a train formula outside its domain there) are
+    left out, and a region with none left scores 0: every score is a number."""
     y = table.y_eval
-    scale = float(np.std(y)) or 1.0
+    known = np.isfinite(y)
+    scale = (float(np.std(y[known])) if known.any() else 0.0) or 1.0
     scores = np.zeros(REGIONS)
     for r in range(REGIONS):
         mask = table.region == r
-        error = prediction[mask] - y[mask] if mask.any() else prediction - y
-        if np.all(np.isfinite(error)):
+        mask = (mask if mask.any() else np.ones_like(mask)) & known
+        error = prediction[mask] - y[mask]
+        if mask.any() and np.all(np.isfinite(error)):
             scores[r] = 1.0 / (1.0 + float(np.sqrt(np.mean(error**2))) / scale)
     return scores
 
