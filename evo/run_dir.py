@@ -204,16 +204,19 @@ def _exclusive(directory: Path):
         yield
 
 
-def execute(config: RunConfig, policy, progress: bool = True, observers: Sequence[Observer] = ()) -> str:
+def execute(config: RunConfig, policy, progress: bool = True, observers: Sequence[Observer] = (),
+            resumable: bool = True) -> str:
     """Run (or continue) the loop to the budget or the target; return a one-line summary.
     `policy`: a Policy, or name -> Policy for every name of `config.named`; `observers`: told
-    what the loop does (the online learner of `evo run --train`).
+    what the loop does (the online learner of `evo run --train`); `resumable`: a failure before
+    the first iteration says how to continue with `evo run --resume` (not for a run that another
+    command owns, such as one of `evo compare`'s).
     The settings are saved to run.json only after the lock and the database accepted them."""
     with _exclusive(config.directory):
-        return _execute(config, policy, progress, observers)
+        return _execute(config, policy, progress, observers, resumable)
 
 
-def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Observer]) -> str:
+def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Observer], resumable: bool) -> str:
     spec = config.spec()
     with Search.of_spec(spec, config.directory, seed=config.seed, executor=config.executor,
                         adopt=config.directory / LEGACY_JOURNAL_FILE) as search:
@@ -223,7 +226,7 @@ def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Obse
             evolution = search.evolution(loop_config(spec, config), config.mix(spec), observers)
             result = run(evolution, policy, search.evaluator, bar.update)
         except UserError as error:
-            if search.db.iteration > 0:
+            if search.db.iteration > 0 or not resumable:
                 raise
             raise type(error)(f"{error}{first_call_hint(config)}") from None
         finally:
