@@ -232,7 +232,7 @@ def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Obse
         finally:
             bar.close()
         write_best(spec, search.db, config.directory)
-        return _summary(result, config.directory)
+        return _summary(result, search.db, config.directory)
 
 
 def first_call_hint(config: RunConfig) -> str:
@@ -243,12 +243,23 @@ def first_call_hint(config: RunConfig) -> str:
             f"evo run --resume {config.directory} --policy {uri}, or delete it and start again")
 
 
-def _summary(result: Progress, directory: Path) -> str:
+def _summary(result: Progress, db, directory: Path) -> str:
+    """The run's line: its counts as `evo show` and `evo report` give them (evaluated: the programs
+    stored, copies aside; pending: proposed in an iteration the run stopped before committing),
+    after a warning when most proposals were unparseable."""
+    from evo import failures
+
+    stats, counts = db.stats(), db.journal.counts()
     best = "none" if result.best is None else f"{result.best:.6g}"
     reached = " (target reached)" if result.reached_target else ""
-    return (f"{directory}: {result.iteration} iterations, best {best}{reached}, "
-            f"{result.evaluations} evaluated, {result.failures} failed, "
-            f"{result.parse_errors} unparseable, {result.duplicates} duplicates")
+    pending = f", {counts['pending']} pending" if counts["pending"] else ""
+    line = (f"{directory}: {result.iteration} iterations, best {best}{reached}, "
+            f"{stats['programs']} evaluated, {stats['failures']} failed, "
+            f"{counts['parse']} unparseable, {counts['duplicate']} duplicates{pending}")
+    proposed = sum(counts[k] for k in ("ok", "failed", "parse", "duplicate"))
+    warning = failures.mostly_unparseable(counts["parse"], proposed, failures.common_unparsed(db.journal.parse_messages(), 1),
+                                          directory)
+    return line if warning is None else f"{warning}\n{line}"
 
 
 def postfix(progress: Progress) -> str:
