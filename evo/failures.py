@@ -60,3 +60,23 @@ def distinct_front(front: Sequence[Program], objectives: Sequence[str], minimize
         groups.setdefault(np.asarray(p.vector, dtype=np.float64).tobytes(), []).append(p)
     return [{"id": group[0].id, "count": len(group), "ids": [p.id for p in group[:10]], "scalar": group[0].scalar,
              "scores": real_values(group[0].vector, objectives, minimize)} for group in groups.values()]
+
+
+def common_unparsed(rows: Iterable[tuple[int, str]], top: int = 10) -> list[dict]:
+    """The `top` most common reasons replies were unparseable or cut off, from (iteration,
+    message) rows: [{"message", "count", "iteration" (the first's)}], most common first."""
+    groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for row in rows:
+        groups.setdefault(message_key("unparseable", row[1]), []).append(row)
+    ranked = sorted(groups.values(), key=lambda group: (-len(group), group[0][0]))[:top]
+    return [{"message": clean(head(" ".join(group[0][1].split()), MESSAGE_CHARS)), "count": len(group),
+             "iteration": group[0][0]} for group in ranked]
+
+
+def mostly_unparseable(unparseable: int, proposed: int, messages: list[dict], directory) -> str | None:
+    """The warning when more than half of the proposals were unparseable (None otherwise)."""
+    if proposed == 0 or unparseable * 2 <= proposed:
+        return None
+    reason = f" (most often: {messages[0]['message']})" if messages else ""
+    return (f"warning: {unparseable} of {proposed} proposals were unparseable{reason}; the policy does not answer in "
+            f"the spec's format: evo show {directory} --failures")

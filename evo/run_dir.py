@@ -204,16 +204,19 @@ def _exclusive(directory: Path):
         yield
 
 
-def execute(config: RunConfig, policy, progress: bool = True, observers: Sequence[Observer] = ()) -> str:
+def execute(config: RunConfig, policy, progress: bool = True, observers: Sequence[Observer] = (),
+            resumable: bool = True) -> str:
     """Run (or continue) the loop to the budget or the target; return a one-line summary.
     `policy`: a Policy, or name -> Policy for every name of `config.named`; `observers`: told
-    what the loop does (the online learner of `evo run --train`).
+    what the loop does (the online learner of `evo run --train`); `resumable`: a failure before
+    the first iteration says how to continue with `evo run --resume` (not for a run that another
+    command owns, such as one of `evo compare`'s).
     The settings are saved to run.json only after the lock and the database accepted them."""
     with _exclusive(config.directory):
-        return _execute(config, policy, progress, observers)
+        return _execute(config, policy, progress, observers, resumable)
 
 
-def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Observer]) -> str:
+def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Observer], resumable: bool) -> str:
     spec = config.spec()
     with Search.of_spec(spec, config.directory, seed=config.seed, executor=config.executor,
                         adopt=config.directory / LEGACY_JOURNAL_FILE) as search:
@@ -223,13 +226,13 @@ def _execute(config: RunConfig, policy, progress: bool, observers: Sequence[Obse
             evolution = search.evolution(loop_config(spec, config), config.mix(spec), observers)
             result = run(evolution, policy, search.evaluator, bar.update)
         except UserError as error:
-            if search.db.iteration > 0:
+            if search.db.iteration > 0 or not resumable:
                 raise
             raise type(error)(f"{error}{first_call_hint(config)}") from None
         finally:
             bar.close()
         write_best(spec, search.db, config.directory)
-        return _summary(result, config.directory)
+        return _summary(result, search.db, config.directory)
 
 
 def first_call_hint(config: RunConfig) -> str:
@@ -240,12 +243,23 @@ def first_call_hint(config: RunConfig) -> str:
             f"evo run --resume {config.directory} --policy {uri}, or delete it and start again")
 
 
-def _summary(result: Progress, directory: Path) -> str:
+def _summary(result: Progress, db, directory: Path) -> str:
+    """The run's line: its counts as `evo show` and `evo report` give them (evaluated: the programs
+    stored, copies aside; pending: proposed in an iteration the run stopped before committing),
+    after a warning when most proposals were unparseable."""
+    from evo import failures
+
+    stats, counts = db.stats(), db.journal.counts()
     best = "none" if result.best is None else f"{result.best:.6g}"
     reached = " (target reached)" if result.reached_target else ""
-    return (f"{directory}: {result.iteration} iterations, best {best}{reached}, "
-            f"{result.evaluations} evaluated, {result.failures} failed, "
-            f"{result.parse_errors} unparseable, {result.duplicates} duplicates")
+    pending = f", {counts['pending']} pending" if counts["pending"] else ""
+    line = (f"{directory}: {result.iteration} iterations, best {best}{reached}, "
+            f"{stats['programs']} evaluated, {stats['failures']} failed, "
+            f"{counts['parse']} unparseable, {counts['duplicate']} duplicates{pending}")
+    proposed = sum(counts[k] for k in ("ok", "failed", "parse", "duplicate"))
+    warning = failures.mostly_unparseable(counts["parse"], proposed, failures.common_unparsed(db.journal.parse_messages(), 1),
+                                          directory)
+    return line if warning is None else f"{warning}\n{line}"
 
 
 def postfix(progress: Progress) -> str:

@@ -39,3 +39,54 @@ def test_evo_run_refuses_before_loading_and_keeps_no_directory(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "local:maze-grpo: the smallest prompt of" in result.stderr and not out.exists()
     print(f"refused after {time.monotonic() - start:.1f} s")
+
+
+PROBLEM = str(ROOT / "examples" / "function_minimization" / "problem.toml")
+
+
+def test_evo_train_spec_refuses_before_loading_and_keeps_no_out(tmp_path, capsys):
+    from tests.evo_cli import refused
+
+    out = tmp_path / "train"
+    error = refused(capsys, "train", "--spec", PROBLEM, "--init", "maze-warmup", "--steps", "1", "--out", str(out))
+    assert "the smallest prompt of" in error and "--init MODEL_DIR" in error and error.count("\n") == 1, error
+    assert not out.exists()
+
+
+def test_evo_compare_spec_refuses_before_loading_and_keeps_no_out(tmp_path, capsys):
+    from tests.evo_cli import refused
+
+    out = tmp_path / "compare"
+    error = refused(capsys, "compare", "--spec", PROBLEM, "--policy", "a=mutate:", "--policy", "b=local:maze-warmup",
+                    "--out", str(out))
+    assert "b=local:maze-warmup" not in error and "local:maze-warmup: the smallest prompt" in error, error
+    assert "--policy NAME='openai:URL#MODEL;chat'" in error and not out.exists()
+
+
+def test_a_compare_stopped_in_its_search_keeps_nothing_and_names_no_inner_run(tmp_path, capsys, monkeypatch):
+    from evo.compare import spec_search
+    from tests.evo_cli import refused
+
+    def stops(spec_path, overrides, uri, policy, seed, programs, directory, *rest):
+        directory.mkdir(parents=True)
+        raise UserError("the server went away")
+
+    monkeypatch.setattr(spec_search, "run_one", stops)
+    out = tmp_path / "compare"
+    error = refused(capsys, "compare", "--spec", PROBLEM, "--policy", "a=mutate:", "--out", str(out))
+    assert "the server went away" in error and "run the same command again" in error and "--resume" not in error
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("remedy, command", [(fit.RUN_REMEDY, "run"), (fit.COMPARE_REMEDY, "compare"),
+                                             (fit.TRAIN_REMEDY, "train")])
+def test_every_suggestion_names_flags_of_its_command(remedy, command):
+    import re
+
+    import click
+
+    from evo.cli import cli
+
+    flags = set(re.findall(r"--[a-z][a-z-]*", remedy))
+    known = {opt for param in cli.get_command(click.Context(cli), command).params for opt in param.opts}
+    assert flags and flags <= known, flags - known

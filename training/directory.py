@@ -46,7 +46,7 @@ def train(request: TrainRequest):
     settings = dict(request.settings)
     init = None if request.init is None else str(resolve_checkpoint(request.init))
     source = None if request.resume else spec_source(request.spec, request.from_run, request.overrides, settings,
-                                                     request.out)
+                                                     request.out, init)
     config = build_config(request.out, request.resume, init, request.steps, settings, request.engine)
     torch.set_num_threads(request.threads)
     task = open_spec_task(config, source, request.resume)
@@ -138,8 +138,10 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
     return run(config, resume=resume, progress=progress, task=task)  # its options were checked with the config
 
 
-def spec_source(spec: Path | None, from_run: Path | None, overrides: dict, settings: dict, out: Path):
-    """The SpecSource of `--spec` (None without it); fills `task` and the default `algo` of `settings`."""
+def spec_source(spec: Path | None, from_run: Path | None, overrides: dict, settings: dict, out: Path,
+                init: str | None = None):
+    """The SpecSource of `--spec` (None without it), checked against the prompt context of the
+    `init` checkpoint; fills `task` and the default `algo` of `settings`."""
     if spec is None:
         if from_run is not None or overrides:
             raise UserError("--from-run and --set go with --spec PROBLEM.toml")
@@ -148,6 +150,7 @@ def spec_source(spec: Path | None, from_run: Path | None, overrides: dict, setti
     if settings["task"] is not None:
         raise UserError("give --task (a built-in family) or --spec (a problem spec), not both")
     from evo.database import DB_FILE
+    from evo.policies import fit
     from training.advantages import entry
     from training.spec_task import SpecSource
 
@@ -157,7 +160,9 @@ def spec_source(spec: Path | None, from_run: Path | None, overrides: dict, setti
                         "use vpo_front or another single-answer estimator (evo train --list-algos)")
 
     source = SpecSource(str(spec.resolve()), overrides, None if from_run is None else str(from_run.resolve()))
-    source.load()  # a bad spec or override: one line, before anything is written
+    loaded = source.load()  # a bad spec or override: one line, before anything is written
+    if init is not None:  # prompts longer than the model's context: before its weights load and --out exists
+        fit.check(loaded, f"local:{init}", fit.TRAIN_REMEDY)
     if (out / DB_FILE).exists() and not unfinished_start(out):
         raise UserError(f"{out} already holds a program database ({DB_FILE}); pass --resume or choose another --out")
     settings["task"], settings["algo"] = source.task_name, algo

@@ -79,11 +79,14 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
                    instance_seed=search_instance_seed, pool=search_pool), out, resume=resume, quiet=quiet, command=line)
     else:
         from evo.compare import spec_mode
+        from evo.policies import fit
         from evo.run_dir import check_spec
 
         overrides = values.spec_overrides({}, sets)
         spec = check_spec(spec_path, overrides)
         uris = _policies(policies)
+        for uri in uris.values():  # a local: model too small for these prompts: before weights load and --out exists
+            fit.check(spec, uri, fit.COMPARE_REMEDY)
         trained = _trainers(train, uris, train_every, train_options, spec.search)
         comparison = spec_mode.compare(spec, uris, overrides, values.answers_pairs(answers, uris), seeds, programs, seed,
                                        out, trained=trained, quiet=quiet, command=line)

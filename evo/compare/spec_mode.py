@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -20,26 +21,20 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     """Search `spec` (evo.spec.Spec, loaded with `overrides`) `seeds` times with every policy,
     `programs` programs proposed per run; `trained`: NAME -> (its training settings, the
     `train(config, loop)` starter of spec_search.run_one) for policies trained during their runs."""
-    from tqdm import tqdm
-
     from evo import policies as registry
 
     trained = trained or {}
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    runs: dict[str, list] = {}
-    with tqdm(total=len(uris) * seeds, disable=quiet, unit="run", dynamic_ncols=True) as bar:
-        for name, uri in uris.items():
-            bar.set_description(f"searching {name}")
-            runs[name] = []
-            for run_seed in range(seed, seed + seeds):
-                directory = out / "search" / name / f"s{run_seed}"
-                wrap = trained[name][1] if name in trained else None
-                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, programs, directory,
-                                                      wrap, forced.get(name, 0)))
-                bar.update(1)
+    try:
+        runs = _search(spec, uris, loaded, overrides, forced, seeds, programs, seed, out, trained, quiet)
+    except UserError as error:  # a comparison has no resume: what it began goes, so the same command runs again
+        shutil.rmtree(out if made else out / "search", ignore_errors=True)
+        raise UserError(f"{error}; evo compare kept nothing of this comparison in {out}: fix that and run the same "
+                        "command again") from None
 
     weights = np.asarray(spec.problem.weights, dtype=np.float64)
     target = spec.search.target
@@ -63,6 +58,25 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     arrays = {**{f"best_{k}": v for k, v in best.items()}, **{f"hypervolume_{k}": v for k, v in volume.items()}}
     return Comparison(result, markdown(result, rows, baseline, seeds), "curves.npz", arrays,
                       lambda folder: draw(best, volume, folder))
+
+
+def _search(spec, uris: Mapping[str, str], loaded: dict, overrides: dict, forced: Mapping[str, int], seeds: int,
+            programs: int, seed: int, out: Path, trained: Mapping[str, tuple[dict, Callable]], quiet: bool) -> dict[str, list]:
+    """Every policy's `seeds` search runs, each in out/search/NAME/sSEED."""
+    from tqdm import tqdm
+
+    runs: dict[str, list] = {}
+    with tqdm(total=len(uris) * seeds, disable=quiet, unit="run", dynamic_ncols=True) as bar:
+        for name, uri in uris.items():
+            bar.set_description(f"searching {name}")
+            runs[name] = []
+            for run_seed in range(seed, seed + seeds):
+                directory = out / "search" / name / f"s{run_seed}"
+                wrap = trained[name][1] if name in trained else None
+                runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, programs, directory,
+                                                      wrap, forced.get(name, 0)))
+                bar.update(1)
+    return runs
 
 
 def markdown(result: dict, rows: dict, baseline: str, seeds: int) -> str:

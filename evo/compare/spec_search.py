@@ -56,7 +56,7 @@ def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, pr
     if train is not None:
         policy, learner = train(config, run_dir.loop_config(config.spec(), config))
         learners.append(learner)
-    run_dir.execute(config, policy, progress=False, observers=learners)
+    run_dir.execute(config, policy, progress=False, observers=learners, resumable=False)  # evo compare owns it
     return run_vectors(directory)
 
 

@@ -61,12 +61,20 @@ def _load_evaluation(row: tuple) -> Evaluation:
 
 
 def outcome_counts(connection: sqlite3.Connection) -> dict[str, int]:
-    """Candidates by outcome in a journal's tables: evaluated ok, failed, parse errors, duplicates."""
+    """Candidates by outcome in a journal's tables: evaluated ok, failed, parse errors, duplicates, and
+    pending (proposed in an iteration the run stopped before committing: evaluated or not, never stored)."""
     ok, failed = connection.execute(
         "SELECT COALESCE(SUM(failure_kind IS NULL), 0), COALESCE(SUM(failure_kind IS NOT NULL), 0) "
         "FROM evaluations").fetchone()
     by_status = dict(connection.execute("SELECT status, COUNT(*) FROM candidates GROUP BY status").fetchall())
-    return {"ok": ok, "failed": failed, "parse": by_status.get(PARSE_ERROR, 0), "duplicate": by_status.get(DUPLICATE, 0)}
+    return {"ok": ok, "failed": failed, "parse": by_status.get(PARSE_ERROR, 0), "duplicate": by_status.get(DUPLICATE, 0),
+            "pending": by_status.get(PENDING, 0)}
+
+
+def parse_messages(connection: sqlite3.Connection) -> list[tuple[int, str]]:
+    """(iteration, message) of every unparseable candidate in a journal's tables, oldest first."""
+    return [tuple(row) for row in connection.execute(
+        "SELECT iteration, message FROM candidates WHERE status = ? ORDER BY iteration, slot", (PARSE_ERROR,))]
 
 
 def policy_counts(connection: sqlite3.Connection) -> list[tuple[str, str, int]]:
@@ -162,8 +170,11 @@ class CandidateJournal:
         return {(row[0], row[1]): _load_evaluation(tuple(row)[2:]) for row in rows}
 
     def counts(self) -> dict[str, int]:
-        """Candidates by outcome: evaluated ok, failed, parse errors, duplicates."""
+        """Candidates by outcome: evaluated ok, failed, parse errors, duplicates, pending."""
         return outcome_counts(self.store.connection)
+
+    def parse_messages(self) -> list[tuple[int, str]]:
+        return parse_messages(self.store.connection)
 
     def adopt(self, legacy: Path, committed: int) -> bool:
         """Move a run's old `journal.sqlite` (the layout before one file per run) into this

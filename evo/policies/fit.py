@@ -18,7 +18,10 @@ from evo.prompts import Shown
 
 
 def context_of(directory: Path) -> int | None:
-    """The model's context in tokens from its config.json (None when it does not say)."""
+    """The model's context in tokens from its config.json (None when it does not say, or has
+    none: the weights check that loads the model reports that)."""
+    if not (directory / "config.json").is_file():
+        return None
     config = json.loads((directory / "config.json").read_text())
     for key in ("n_positions", "max_position_embeddings", "n_ctx", "max_sequence_length"):
         if isinstance(config.get(key), int):
@@ -55,9 +58,16 @@ def shipped_contexts() -> str:
                      for name in shipped_checkpoints())
 
 
-def check(spec, uri: str) -> None:
+# What to use instead, in the words of the command that was refused.
+RUN_REMEDY = "an OpenAI-compatible server (--policy 'openai:URL#MODEL;chat') or vllm:PATH"
+COMPARE_REMEDY = "an OpenAI-compatible server (--policy NAME='openai:URL#MODEL;chat') or NAME=vllm:PATH"
+TRAIN_REMEDY = "--init MODEL_DIR, the Hugging Face directory of a code model (Qwen2.5-Coder, Llama, ...)"
+
+
+def check(spec, uri: str, remedy: str = RUN_REMEDY) -> None:
     """UserError when `uri` is `local:PATH` and the smallest prompt of `spec` does not fit the
-    model's context (other policies: nothing to check here)."""
+    model's context (other policies: nothing to check here); `remedy`: what the refused
+    command should be given instead."""
     scheme, _, rest = uri.partition(":")
     if scheme != "local":
         return
@@ -75,5 +85,4 @@ def check(spec, uri: str) -> None:
     raise UserError(
         f"{uri}: the smallest prompt of {spec.path} is {tokens} tokens, more than the model's context of "
         f"{context}; the shipped checkpoints fit only the prompts of the task they were trained on "
-        f"({shipped_contexts()}); a problem of your own needs a real model: an OpenAI-compatible server "
-        f"(--policy 'openai:URL#MODEL;chat') or vllm:PATH")
+        f"({shipped_contexts()}); a problem of your own needs a real model: {remedy}")

@@ -50,6 +50,7 @@ class RunRecords:
     minimize: tuple[str, ...] = ()  # objectives stored negated: shown with their real values
     training: dict | None = None  # evo.training_log.figures: the run trained its policy (evo run --train)
     replies: Mapping[str, int] | None = None  # policy completions by policy name (journal.reply_counts)
+    unparsed: tuple[tuple[int, str], ...] = ()  # (iteration, message) of each unparseable proposal (journal.parse_messages)
 
     @classmethod
     def read(cls, directory: Path) -> "RunRecords":
@@ -61,7 +62,7 @@ class RunRecords:
         with Database.open(directory, read_only=True) as db:
             return cls(Path(directory).name, db.config.objectives, db.config.features, dict(db.programs),
                        tuple(db.journal.policy_counts()), db.iteration, policy_names(directory), db.config.minimize,
-                       figures(directory), db.journal.reply_counts())
+                       figures(directory), db.journal.reply_counts(), tuple(db.journal.parse_messages()))
 
 
 def evaluated(records: RunRecords) -> list[Program]:
@@ -150,12 +151,13 @@ def lineage(programs: Mapping[int, Program], best: Program | None, shown: int = 
 
 
 def failures(programs: list[Program], statuses: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
-    """Failed evaluations by kind, and the candidates never evaluated (unparseable, duplicates)."""
+    """Failed evaluations by kind, and the candidates never stored as programs (unparseable,
+    duplicates, and pending: proposed in an iteration the run stopped before committing)."""
     kinds = Counter(p.failure_kind or "" for p in programs if not p.ok)
     by_status: Counter[str] = Counter()
     for _, status, count in statuses:
         by_status[status] += count
-    kinds.update({"unparseable": by_status["parse"], "duplicate": by_status["duplicate"]})
+    kinds.update({"unparseable": by_status["parse"], "duplicate": by_status["duplicate"], "pending": by_status["pending"]})
     return {kind: n for kind, n in sorted(kinds.items(), key=lambda item: (-item[1], item[0])) if n}
 
 
@@ -180,5 +182,6 @@ def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> d
         "policies": policy_table(records.statuses, records.programs, records.policies, records.replies),
         "failures": failures(programs, records.statuses),
         "why": failure_messages.common(programs),
+        "why_unparsed": failure_messages.common_unparsed(records.unparsed),
         "training": records.training,
     }

@@ -31,7 +31,10 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 
 def _summary(page: dict) -> str:
     best = page["best"]
-    line = (f"{page['iterations']} iterations, {page['programs']} programs evaluated ({page['failed']} failed)")
+    lost = page["failures"]
+    line = (f"{page['iterations']} iterations, {page['programs']} programs evaluated ({page['failed']} failed), "
+            f"{lost.get('unparseable', 0)} unparseable, {lost.get('duplicate', 0)} duplicates"
+            + (f", {lost['pending']} pending" if lost.get("pending") else ""))
     if best is None:
         return f"<p>{escape(line)}; no program succeeded.</p>"
     scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
@@ -121,6 +124,13 @@ def _why(page: dict) -> str:
     return _table(["children", "kind", "message (numbers aside)", "example", "its output ended with"], rows)
 
 
+def _why_unparsed(page: dict) -> str:
+    if not page["why_unparsed"]:
+        return '<p class="muted">Every reply held the programs asked for.</p>'
+    rows = [[entry["count"], entry["message"], entry["iteration"]] for entry in page["why_unparsed"]]
+    return _table(["proposals", "message (numbers aside)", "first at iteration"], rows)
+
+
 def _training(page: dict) -> str:
     """The policy's training during the search (evo run --train); '' when it did not train."""
     t = page.get("training")
@@ -143,6 +153,7 @@ SECTIONS = (
     ("Policies", _policies),
     ("Failures by kind", _failures),
     ("Why children fail", _why),
+    ("Why proposals were unparseable or cut off", _why_unparsed),
     ("Training during the search", _training),
 )
 

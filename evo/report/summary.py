@@ -39,13 +39,14 @@ def summary(directory: Path) -> dict:
         replies = db.journal.reply_counts()
         programs = dict(db.programs)
         messages = failures.common(programs.values())
+        unparsed = failures.common_unparsed(db.journal.parse_messages())
     legacy = directory / LEGACY_JOURNAL_FILE
     if legacy.is_file():  # a run of the two-file layout, not resumed since: its journal, read-only
-        counts, proposed, replies = _legacy_counts(legacy)
+        counts, proposed, replies, unparsed = _legacy_counts(legacy, stats["iterations"])
     training = figures(directory)
     return {
         **({"training": training} if training is not None else {}),
-        "programs": stats["programs"],
+        "programs": stats["programs"],  # evaluated and stored (copies aside): the run line's "evaluated"
         "failures": stats["failures"],
         "iterations": stats["iterations"],
         "best": None if best is None else {
@@ -55,18 +56,25 @@ def summary(directory: Path) -> dict:
         "coverage": stats["coverage"] if has_features else None,
         "failure_messages": messages,
         "unparseable": counts["parse"],
+        "unparseable_messages": unparsed,
         "duplicates": counts["duplicate"],
+        "pending": counts.get("pending", 0),
         "policies": policy_table(proposed, programs, policy_names(directory), replies),
     }
 
 
-def _legacy_counts(legacy: Path) -> tuple:
-    """(outcome counts, policy counts, reply counts) of a two-file run's journal."""
-    from evo.database.journal import outcome_counts, policy_counts, reply_counts
+def _legacy_counts(legacy: Path, committed: int) -> tuple:
+    """(outcome counts, policy counts, reply counts, unparseable messages) of a two-file run's journal
+    (whose candidates stay pending once inserted: pending are those past the `committed` iterations)."""
+    from evo.failures import common_unparsed
+    from evo.database.journal import PENDING, outcome_counts, parse_messages, policy_counts, reply_counts
 
     try:
         with closing(sqlite3.connect(f"file:{legacy}?mode=ro", uri=True)) as connection:
-            return outcome_counts(connection), policy_counts(connection), reply_counts(connection)
+            (pending,) = connection.execute("SELECT COUNT(*) FROM candidates WHERE status = ? AND iteration >= ?",
+                                            (PENDING, committed)).fetchone()
+            return ({**outcome_counts(connection), "pending": pending}, policy_counts(connection),
+                    reply_counts(connection), common_unparsed(parse_messages(connection)))
     except sqlite3.DatabaseError as error:
         raise UserError(f"{legacy}: the separate run journal is unreadable ({error})") from None
 

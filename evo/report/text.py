@@ -34,9 +34,10 @@ def summary_lines(data: dict, directory: Path, full_failures: bool) -> list[str]
     """The run's summary (summary.summary): counts, best, policies, training, front, failures."""
     best = data["best"]
     coverage = "" if data["coverage"] is None else f", coverage {data['coverage']:.0%}"
-    lines = [f"{printable(str(directory))}: {data['iterations']} iterations, {data['programs']} programs "
+    pending = f", {data['pending']} pending (proposed, not committed when the run stopped)" if data["pending"] else ""
+    lines = [f"{printable(str(directory))}: {data['iterations']} iterations, {data['programs']} programs evaluated "
              f"({data['failures']} failed){coverage}, "
-             f"{data['unparseable']} unparseable, {data['duplicates']} duplicates"]
+             f"{data['unparseable']} unparseable, {data['duplicates']} duplicates{pending}"]
     if best is not None:
         scores = ", ".join(f"{k}={v:.4g}" for k, v in best["scores"].items())
         lines.append(f"best #{best['id']}: scalar {best['scalar']:.6g} ({scores})\n{printable(best['code'].rstrip())}")
@@ -49,7 +50,8 @@ def summary_lines(data: dict, directory: Path, full_failures: bool) -> list[str]
         scores = ", ".join(f"{k}={v:.4g}" for k, v in entry["scores"].items())
         same = f" and {entry['count'] - 1} more with the same scores" if entry["count"] > 1 else ""
         lines.append(f"  #{entry['id']}{same}: {entry['scalar']:.4g} ({scores})")
-    return lines + failure_lines(data["failure_messages"], data["failures"], directory, full_failures)
+    return (lines + failure_lines(data["failure_messages"], data["failures"], directory, full_failures)
+            + unparsed_lines(data["unparseable_messages"], data["unparseable"], directory, full_failures))
 
 
 def policy_lines(policies: dict[str, dict[str, int]]) -> list[str]:
@@ -80,4 +82,16 @@ def failure_lines(messages: list[dict], failed: int, directory: Path, full: bool
             lines += [f"          | {printable(line)}" for line in entry["output"].splitlines()]
     if not full:
         lines.append(f"  (all of them, with each example's output: evo show {directory} --failures)")
+    return lines
+
+
+def unparsed_lines(messages: list[dict], unparseable: int, directory: Path, full: bool) -> list[str]:
+    """The most common reasons replies held no program to evaluate (unparseable, cut off)."""
+    if not messages:
+        return []
+    lines = [f"why proposals were lost before evaluation ({unparseable} unparseable or cut off, most common messages):"]
+    for entry in messages if full else messages[:3]:
+        lines.append(f"  {entry['count']:>5} x {printable(entry['message'])} (e.g. iteration {entry['iteration']})")
+    if not full:
+        lines.append(f"  (all of them: evo show {directory} --failures)")
     return lines
