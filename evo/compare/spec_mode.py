@@ -12,6 +12,7 @@ import numpy as np
 from evo.compare import plots, spec_search, summary
 from evo.compare.output import Comparison, reproduce
 from evo.errors import UserError
+from evo.private import private_dir
 
 
 def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str, int], seeds: int, programs: int,
@@ -28,7 +29,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     if (out / "compare.json").exists() or (out / "search").exists():
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     runs: dict[str, list] = {}
     with tqdm(total=len(uris) * seeds, disable=quiet, unit="run", dynamic_ncols=True) as bar:
         for name, uri in uris.items():
