@@ -23,6 +23,7 @@ from evo.database import Database
 from evo.errors import UserError
 from evo.loop import LoopConfig, Observer, Progress, RunOptions, run
 from evo.policy_mix import PolicyMix
+from evo.private import private_dir, write_private
 from evo.search import Search
 
 RUN_FILE, LOCK_FILE = "run.json", "run.lock"
@@ -56,7 +57,7 @@ class RunConfig:
         path = self.directory / RUN_FILE
         try:
             partial = path.with_name(RUN_FILE + ".tmp")
-            partial.write_text(json.dumps(data, indent=2) + "\n")
+            write_private(partial, json.dumps(data, indent=2) + "\n")
             partial.replace(path)
         except OSError as error:
             raise UserError(f"{self.directory}: cannot write the run directory ({error.strerror}); pick another --out") from None
@@ -129,7 +130,7 @@ def new_config(spec_path: Path, policy: str | Mapping[str, str], seed: int, out:
     if (directory / RUN_FILE).exists():
         raise UserError(f"{directory} already holds a run; continue it with evo run --resume {directory} or pick another --out")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)
     except OSError as error:
         raise UserError(f"{directory}: cannot create the run directory ({error.strerror}); pick another --out") from None
     config = RunConfig(directory, spec.path, uri, seed, executor, dict(overrides), loop, named)
@@ -183,7 +184,7 @@ def write_best(spec: specs.Spec, db: Database, directory: Path) -> Path | None:
     if best is None:
         return None
     path = Path(directory) / f"best{spec.problem.program.suffix}"
-    path.write_text(best.code, encoding="utf-8")
+    write_private(path, best.code)
     return path
 
 

@@ -73,6 +73,12 @@ class Settings:
     every: int = 4  # committed iterations per PPO step
     train: dict = field(default_factory=dict)  # trainer settings (training.online.TRAIN_FIELDS)
     options: dict = field(default_factory=dict)  # estimator options (K, alpha, ...)
+    # what the groups/ and outcomes/ files are laid out for, recorded by the run's first session
+    # (0 and "": a run that did not record them): completions per prompt, programs per completion,
+    # and the checkpoint the weights in state.pt started from
+    group: int = 0
+    answers: int = 0
+    checkpoint: str = ""
 
     @staticmethod
     def path(run: Path) -> Path:
@@ -117,6 +123,11 @@ def _settings_problem(raw: object) -> str:
     for key in ("train", "options"):
         if not isinstance(raw.get(key, {}), dict) or not all(isinstance(k, str) for k in raw.get(key, {})):
             return f"{key!r} should be a table of settings, found {raw[key]!r}"
+    for key in ("group", "answers"):
+        if not _is_int(raw.get(key, 0)) or not 0 <= raw.get(key, 0) <= 1 << 20:
+            return f"{key!r} should be an integer in 0..{1 << 20}, found {raw[key]!r}"
+    if not isinstance(raw.get("checkpoint", ""), str):
+        return f"'checkpoint' should be a path, found {raw['checkpoint']!r}"
     return ""
 
 

@@ -200,6 +200,9 @@ def test_a_checkpoint_of_another_size_is_one_line(run, tmp_path):
     tok = tiny.char_tokenizer()
     tiny.save(tiny.new_model("micro", "llama", tok, context=2048), tok, other)
     before = (run / "online" / "state.pt").read_bytes()
+    one_line(evo("run", "--resume", str(run), "--policy", f"local:{other}", "--quiet"), "the run trains", "start a new run")
+    settings = json.loads((run / "online" / "settings.json").read_text())  # told that the checkpoint moved
+    (run / "online" / "settings.json").write_text(json.dumps({**settings, "checkpoint": str(other.resolve())}))
     one_line(evo("run", "--resume", str(run), "--policy", f"local:{other}", "--quiet"), "state.pt", "does not fit")
     assert (run / "online" / "state.pt").read_bytes() == before
 

@@ -168,3 +168,24 @@ def test_the_masters_of_a_bf16_sampling_model_are_pushed_into_it(bf16_dir):
     assert all(torch.equal(sampled[name], tensor.to(torch.bfloat16)) for name, tensor in masters.state_dict().items())
     fp32 = LocalPolicy(bf16_dir, device="cpu")  # the CPU's default: float32, trained in place
     assert trained_model(fp32)[0] is fp32.sampler.model
+
+
+def test_a_resume_that_changes_the_groups_shape_or_the_checkpoint_is_one_line(init_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    first = command(init_dir, out)
+    first[first.index("--iterations") + 1] = "2"
+    done = subprocess.run(first, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((out / "online" / "settings.json").read_text())
+    assert (settings["group"], settings["answers"], settings["checkpoint"]) == (4, 1, str(init_dir.resolve()))
+    again = ("run", "--resume", str(out), "--iterations", "4", "--quiet")
+    for flags, now in ((("--answers-by", "samples", "--answers", "2"), "8 of 1"), (("--samples-per-prompt", "2"), "2 of 1")):
+        line = refused(capsys, *again, *flags).strip().splitlines()[-1]  # after the model's loading bar
+        assert f"trained on 4 completions of 1 program(s) per prompt, and this resume asks {now}" in line
+    other = tmp_path / "other"
+    tok = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tok, context=2048, seed=4), tok, other)
+    line = refused(capsys, *again, "--policy", f"local:{other}").strip().splitlines()[-1]
+    assert f"trains {init_dir.resolve()}, not {other.resolve()}" in line
+    with Database.open(out) as db:
+        assert db.iteration == 2  # nothing ran

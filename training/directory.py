@@ -35,6 +35,7 @@ class TrainRequest:
     progress: bool = True
     threads: int = 1
     given: frozenset[str] = frozenset()
+    trust_checkpoint: bool = False  # --engine trl --resume: load checkpoint files that may run code
 
 
 def train(request: TrainRequest):
@@ -52,7 +53,8 @@ def train(request: TrainRequest):
     task = open_spec_task(config, source, request.resume)
     try:
         records = train_with(request.engine, config, resume=request.resume, use_vllm=request.use_vllm,
-                             progress=request.progress, given=set(request.given), task=task)
+                             progress=request.progress, given=set(request.given), task=task,
+                             trust_checkpoint=request.trust_checkpoint)
     finally:
         if task is not None:
             task.close()
@@ -121,7 +123,7 @@ def refuse_changes(config, given: dict) -> None:
 
 
 def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: bool, given: set[str] | None = None,
-               task=None) -> list[dict]:
+               task=None, trust_checkpoint: bool = False) -> list[dict]:
     """Run the project's trainer (`ours`) or TRL's GRPOTrainer (`trl`) on `config` (and `task`,
     when it is not a registered family: a problem spec's); `given`: the flags set on the
     command line (TRL refuses those it cannot honour)."""
@@ -130,7 +132,8 @@ def train_with(engine: str, config, *, resume: bool, use_vllm: bool, progress: b
     if engine == "trl":
         from training.integrations.trl import run as run_trl
 
-        return run_trl(config, use_vllm=use_vllm, progress=progress, given=given, resume=resume)
+        return run_trl(config, use_vllm=use_vllm, progress=progress, given=given, resume=resume,
+                       trust_checkpoint=trust_checkpoint)
     if use_vllm:
         raise UserError("--use-vllm is for --engine trl; the project's trainer takes --rollouts vllm")
     from training.trainer import run

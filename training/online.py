@@ -230,6 +230,11 @@ class Learner:
             if not stored:
                 raise
             raise UserError(f"{Settings.path(run)}: the run's training settings do not fit its policy ({error})") from None
+        checkpoint = str(Path(policy.checkpoint()).resolve())
+        if stored:
+            check_resumed(settings, Path(run), group, per_completion, checkpoint)
+        else:
+            settings = replace(settings, group=group, answers=per_completion, checkpoint=checkpoint)
         return cls(policy, Path(run), settings, seed=loop.seed, lag=loop.lag, objectives=problem.objectives,
                    weights=problem.weights, group=group, answers=per_completion)
 
@@ -327,6 +332,20 @@ class Learner:
         rolls = Rollouts([], samples, [c.text for row in completions for c in row], rewards, unparsed, truncated, kinds)
         extra = {"front": fronts} if advantages.entry(self.settings.algo).front else {}
         return Batch(rolls, rewards, self.objectives, self.weights, np.random.default_rng([self.seed, k]), extra)
+
+
+def check_resumed(settings: OnlineSettings, run: Path, group: int, answers: int, checkpoint: str) -> None:
+    """A resumed run trains on the groups and outcomes its earlier sessions wrote: refuse, in one
+    line, a search that now asks another number of completions per prompt or programs per
+    completion (--answers, --answers-by), or a policy moved to another checkpoint."""
+    if settings.group and (settings.group, settings.answers) != (group, answers):
+        raise UserError(f"{run}: the run trained on {settings.group} completions of {settings.answers} program(s) per "
+                        f"prompt, and this resume asks {group} of {answers}; its recorded groups hold the first: resume "
+                        "with the run's --answers and --answers-by (drop the flags), or start a new run")
+    if settings.checkpoint and settings.checkpoint != checkpoint:
+        raise UserError(f"{run}: the run trains {settings.checkpoint}, not {checkpoint}; its online state continues "
+                        "that model: resume with --policy naming it (a served model's URL may move), or start a new "
+                        "run (a checkpoint that moved on disk: set \"checkpoint\" in online/settings.json)")
 
 
 def trained_model(policy: Trainable) -> tuple[torch.nn.Module, Any, precision.Precision]:

@@ -48,6 +48,8 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--steps", type=click.IntRange(1), help="Total training steps (default: TrainConfig's, 200).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Checkpoint directory.")
 @click.option("--resume", is_flag=True, help="Continue the run in --out (to --steps).")
+@click.option("--trust-checkpoint", is_flag=True,
+              help="--engine trl --resume: load checkpoint files that could run code (DeepSpeed's; only ones you made or trust).")
 @config_option("--prompts", type=click.IntRange(1), help="Prompts per step.")
 @config_option("--group", type=click.IntRange(1), help="Rollouts per prompt (G).")
 @config_option("--answers", type=click.IntRange(1), help="Answers per rollout of multi-answer algos (`set` in --list-algos).")
@@ -112,7 +114,7 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
                help="Recompute activations in the backward (default: when the memory plan needs it).")
 @config_option("--lora-rank", type=click.IntRange(0), help="Train LoRA adapters of this rank (peft); 0: all weights.")
 @config_option("--lora-alpha", type=float)
-def command(init, steps, out, resume, options, vllm_options, threads, progress, engine, use_vllm, spec, from_run, sets,
+def command(init, steps, out, resume, trust_checkpoint, options, vllm_options, threads, progress, engine, use_vllm, spec, from_run, sets,
             **settings) -> None:
     """RL-train a checkpoint on a task family (--task) or on a problem spec (--spec); writes a
     Hugging Face directory, metrics.jsonl and trainer state. The last line printed is a JSON summary."""
@@ -126,7 +128,7 @@ def command(init, steps, out, resume, options, vllm_options, threads, progress, 
     config, records = train(TrainRequest(
         Path(out), settings, resume=resume, init=init, steps=steps, spec=spec, from_run=from_run,
         overrides=spec_overrides({}, sets), engine=engine, use_vllm=use_vllm, progress=progress, threads=threads,
-        given=given))
+        given=given, trust_checkpoint=trust_checkpoint))
     last = records[-1] if records else {}
     click.echo(json.dumps({"out": config.out, "algo": config.algo, "steps": config.steps,
                            **{k: last[k] for k in ("scalar", "best_in_set", "diversity") if k in last}}))

@@ -13,6 +13,7 @@ import numpy as np
 from evo.compare import plots, spec_search, summary
 from evo.compare.output import Comparison, reproduce
 from evo.errors import UserError
+from evo.private import private_dir
 
 
 def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str, int], seeds: int, programs: int,
@@ -28,7 +29,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
         raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
     made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
     try:
         runs = _search(spec, uris, loaded, overrides, forced, seeds, programs, seed, out, trained, quiet)
     except UserError as error:  # a comparison has no resume: what it began goes, so the same command runs again

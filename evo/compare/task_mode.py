@@ -16,6 +16,7 @@ from evo.compare.output import Comparison, reproduce
 from evo.compare.pools import Contender, Sampling
 from evo.compare.search import SearchProtocol
 from evo.errors import UserError
+from evo.private import private_dir
 
 
 def ks_of(text: str, pool: int) -> tuple[int, ...]:
@@ -55,7 +56,7 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
                         "or pick another --out or remove it")
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
     held_out = pools.held_out(task, instances, sampling.seed, fronts=False)
-    out.mkdir(parents=True, exist_ok=True)
+    private_dir(out)
 
     total = len(contenders) * (instances + settings.instances * settings.seeds)
     with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:

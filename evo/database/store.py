@@ -23,6 +23,7 @@ import numpy as np
 
 from evo.database.records import Program
 from evo.errors import UserError
+from evo.private import private_file
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS programs (
@@ -164,7 +165,7 @@ def copy_store(source: Path, target: Path) -> str:
     hold a partial file, for the caller to remove)."""
     try:
         with closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader, \
-                closing(sqlite3.connect(target)) as writer:
+                closing(sqlite3.connect(private_file(target))) as writer:
             reader.backup(writer)
     except sqlite3.DatabaseError as error:
         return str(error)
@@ -189,6 +190,7 @@ class Store:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
             self.connection = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
             self.connection.row_factory = sqlite3.Row
             if self.connection.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
@@ -198,6 +200,9 @@ class Store:
             add_columns(self.connection)
         except sqlite3.DatabaseError as error:
             raise UserError(f"{self.path}: not a usable program database ({error})") from None
+        except OSError as error:
+            raise UserError(f"{self.path}: cannot open the program database ({error.strerror}); "
+                            "check the file's owner and permissions") from None
         self._lock = threading.RLock()
         self._depth = 0
         self.after_rollback = None  # e.g. rebuild an in-memory view

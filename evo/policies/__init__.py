@@ -28,8 +28,11 @@ def shipped_checkpoints() -> list[str]:
 
 def check_weights(directory: Path) -> Path:
     """`directory` when each of its safetensors files has a readable header that covers the
-    file (a truncated or garbage file is a one-line UserError, not a loader's traceback)."""
+    file (a truncated or garbage file is a one-line UserError, not a loader's traceback) and
+    no torch file in it names code (a pickled `pytorch_model.bin` must hold plain tensors)."""
     from safetensors import safe_open
+
+    from evo.torch_files import refuse_code
 
     for path in sorted(Path(directory).glob("*.safetensors")):
         try:
@@ -39,6 +42,8 @@ def check_weights(directory: Path) -> Path:
             reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise UserError(f"{path}: not a readable weights file ({reason[:160]}); "
                             "restore it or point at another checkpoint") from None
+    refuse_code(directory, "a model directory holds plain tensors: replace the file with one from a source you trust",
+                recursive=False)
     return Path(directory)
 
 

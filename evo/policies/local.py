@@ -36,11 +36,15 @@ def load_tokenizer(path: str | Path):
 def load_causal_lm(path: str | Path, *, device: str | torch.device = "cpu",
                    dtype: str | torch.dtype = torch.float32) -> tuple[torch.nn.Module, object]:
     """A causal LM in eval mode on `device` and its tokenizer (pad token: eos when it has
-    none), from a Hugging Face directory; a one-line UserError when it cannot be loaded."""
+    none), from a Hugging Face directory; a one-line UserError when it cannot be loaded or a
+    weights file in it names code (`check_weights`)."""
     from transformers import AutoModelForCausalLM
+
+    from evo.policies import check_weights
 
     if not (Path(path) / "config.json").exists():
         raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
+    check_weights(Path(path))
     try:
         tokenizer = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)

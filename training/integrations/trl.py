@@ -33,6 +33,7 @@ import torch
 from evo.errors import UserError
 from evo.policies.local import load_tokenizer
 from evo.policies.prompt_format import PromptFormat
+from evo.torch_files import refuse_code
 from tasks.base import Instance, Task
 from training import checkpoint, memory, models, precision, rates
 from training.config import TrainConfig
@@ -338,10 +339,11 @@ def last_checkpoint(out: Path) -> str | None:
 
 
 def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None,
-        given: set[str] | None = None, resume: bool = False):
+        given: set[str] | None = None, resume: bool = False, trust_checkpoint: bool = False):
     """Train with TRL's GRPOTrainer (from its last checkpoint when `resume`); returns the trainer
-    and the per-step records (main process). Refuses flags it cannot honour, and a run that
-    ends with fewer optimizer steps than asked."""
+    and the per-step records (main process). Refuses flags it cannot honour, a run that ends
+    with fewer optimizer steps than asked, and, unless `trust_checkpoint`, a checkpoint with a
+    file that could run code when loaded (evo.torch_files)."""
     from training.trainer import get_task
 
     use_vllm = use_vllm or config.rollouts == "vllm"
@@ -352,6 +354,9 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
     start = last_checkpoint(out) if resume else None
     if resume and start is None:
         raise UserError(f"{out} holds no TRL checkpoint to resume (run with --save-every first)")
+    if start is not None and not trust_checkpoint:
+        refuse_code(Path(start), "resume only a checkpoint you made or trust, with --trust-checkpoint "
+                                 "(DeepSpeed's own files always need it)")
     task = task if task is not None else get_task(config.task)
     tokenizer = load_tokenizer(config.init)
     prompt = prompt_format(config, tokenizer)
@@ -381,9 +386,10 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
 
 
 def run(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, task: Task | None = None,
-        given: set[str] | None = None, resume: bool = False) -> list[dict]:
+        given: set[str] | None = None, resume: bool = False, trust_checkpoint: bool = False) -> list[dict]:
     """Train with TRL's GRPOTrainer; writes a Hugging Face directory (merged weights), metrics.jsonl
     and train_config.json to `config.out`; returns the per-step records (empty on other ranks)."""
-    grpo, records = fit(config, use_vllm=use_vllm, progress=progress, task=task, given=given, resume=resume)
+    grpo, records = fit(config, use_vllm=use_vllm, progress=progress, task=task, given=given, resume=resume,
+                        trust_checkpoint=trust_checkpoint)
     export(grpo, config, Path(config.out))
     return records
