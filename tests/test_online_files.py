@@ -105,7 +105,7 @@ def test_hostile_settings_reach_neither_the_report_page_nor_the_terminal(run, ca
     assert "settings.json" in line and "\x1b" not in line and "\x07" not in line
     # the page escapes the section's values whatever reaches it
     page = {"name": "r", "iterations": 0, "programs": 0, "failed": 0, "best": None, "curves": {"iterations": []},
-            "front": {"points": []}, "grid": None, "lineage": [], "policies": {}, "failures": {}, "why": [],
+            "front": {"points": []}, "grid": None, "lineage": [], "policies": {}, "failures": {}, "why": [], "why_unparsed": [],
             "training": {"algo": "<b>", "every": "<img src=x onerror=alert(1)>", "steps": "<i>", "seconds": 0.0,
                          "curve": []}}
     html = render(page)

@@ -10,55 +10,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from evo.errors import UserError
 from evo.policies.base import Completion, Policy, Trainable
+from evo.policies.checkpoints import CHECKPOINTS, check_weights, resolve_checkpoint, shipped_checkpoints
 
-CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
 SCHEMES = ("local", "openai", "vllm", "mutate")
-
-
-def shipped_checkpoints() -> list[str]:
-    """Names of the checkpoints shipped in evo/checkpoints/ (directories with a config.json)."""
-    if not CHECKPOINTS.is_dir():
-        return []
-    return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
-
-
-def check_weights(directory: Path) -> Path:
-    """`directory` when each of its safetensors files has a readable header that covers the
-    file (a truncated or garbage file is a one-line UserError, not a loader's traceback) and
-    no torch file in it names code (a pickled `pytorch_model.bin` must hold plain tensors)."""
-    from safetensors import safe_open
-
-    from evo.torch_files import refuse_code
-
-    for path in sorted(Path(directory).glob("*.safetensors")):
-        try:
-            with safe_open(str(path), "pt"):
-                pass
-        except Exception as error:  # SafetensorError (bad header, truncated), OSError
-            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise UserError(f"{path}: not a readable weights file ({reason[:160]}); "
-                            "restore it or point at another checkpoint") from None
-    refuse_code(directory, "a model directory holds plain tensors: replace the file with one from a source you trust",
-                recursive=False)
-    return Path(directory)
-
-
-def resolve_checkpoint(name: str) -> Path:
-    """An existing directory, else a shipped checkpoint of that name, with readable weights;
-    one-line error otherwise."""
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")
-        return check_weights(path)
-    if name and "/" not in name and (CHECKPOINTS / name / "config.json").is_file():
-        return check_weights(CHECKPOINTS / name)
-    shipped = ", ".join(shipped_checkpoints()) or "none"
-    raise UserError(f"no model directory {name!r} and no shipped checkpoint of that name (shipped: {shipped})")
 
 
 MAX_ANSWERS = 64  # programs per reply a checkpoint may say it writes
@@ -181,4 +138,4 @@ def load(uri: str, **options) -> Policy:
     return MutatePolicy(parse_options(rest))
 
 
-__all__ = ["Completion", "Policy", "check_weights", "load", "resolve_checkpoint", "shipped_checkpoints"]
+__all__ = ["CHECKPOINTS", "Completion", "Policy", "Trainable", "check_weights", "load", "resolve_checkpoint", "shipped_checkpoints"]

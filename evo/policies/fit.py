@@ -12,7 +12,7 @@ import numpy as np
 
 from evo import prompts
 from evo.errors import UserError
-from evo.policies import CHECKPOINTS, resolve_checkpoint, shipped_checkpoints
+from evo.policies.checkpoints import CHECKPOINTS, resolve_checkpoint, shipped_checkpoints
 from evo.program import MarkerError, split
 from evo.prompts import Shown
 

@@ -40,7 +40,7 @@ def load_causal_lm(path: str | Path, *, device: str | torch.device = "cpu",
     weights file in it names code (`check_weights`)."""
     from transformers import AutoModelForCausalLM
 
-    from evo.policies import check_weights
+    from evo.policies.checkpoints import check_weights
 
     if not (Path(path) / "config.json").exists():
         raise UserError(f"{path} is not a Hugging Face model directory (no config.json)")

@@ -48,7 +48,7 @@ class ServedPolicy(OpenAIPolicy):
     """An `openai:` policy over a `vllm serve` of the checkpoint `config.train`, Trainable."""
 
     def __init__(self, config: OpenAIConfig) -> None:
-        from evo.policies import resolve_checkpoint
+        from evo.policies.checkpoints import resolve_checkpoint
         from evo.policies.local import load_tokenizer
 
         if config.chat:
