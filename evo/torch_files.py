@@ -39,6 +39,8 @@ def code_in(directory: Path, recursive: bool = True) -> tuple[Path, list[str]] |
     """The first torch file in `directory` (and below, when `recursive`; by name) that names
     code, with what it names; a DeepSpeed `latest` tag that leads out of the directory counts."""
     directory = Path(directory)
+    if not directory.is_dir():  # nothing there to load
+        return None
     latest = directory / "latest"
     if latest.is_file():
         tag = latest.read_text(errors="replace").strip()
