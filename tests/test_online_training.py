@@ -91,6 +91,9 @@ def test_train_flags_refuse_what_they_cannot_do(tmp_path, capsys):
     assert "one program per reply" in refused(capsys, "run", SPEC, "--policy", "local:maze-clusters-vpo", "--train", "grpo",
                                               "--answers", "3", *out)
     assert "scores a set" in refused(capsys, "run", SPEC, "--policy", "local:maze-clusters-warmup", "--train", "vpo", *out)
+    for rule in ("failures", "duplicates"):  # a zero vector beats every program on a minimized objective
+        assert f"{rule}=zero" in refused(capsys, "run", SPEC, "--policy", "local:symreg-warmup", "--train", "grpo",
+                                         "--train-option", f"{rule}=zero", "--set", 'problem.minimize=["r0"]', *out)
     assert not (tmp_path / "x").exists()  # refused before the run directory is made
 
 

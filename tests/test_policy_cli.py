@@ -162,3 +162,26 @@ def test_ctrl_c_while_requests_hang_stops_at_once_and_loses_nothing(server, prob
     assert after[:32] == evaluated, [(a, b) for a, b in zip(after, evaluated) if a != b][:2]
     assert s.posts - posts == 8  # one request per prompt: only iterations 16..23 were asked for
     print(json.dumps({"ctrl_c_exit_s": round(took, 3)}))
+
+
+@pytest.mark.parametrize("value", [0, -2, 10**9, "3", True, None])
+def test_a_checkpoints_set_size_is_checked_before_it_is_trusted(tmp_path, value):
+    """A train_config.json whose set_size is not an integer in 1..64 (or is missing) is one line
+    naming the file and --answers, before any prompt is built (a huge one once grew memory without end)."""
+    import json
+    import shutil
+
+    from evo.errors import UserError
+    from evo.policies import CHECKPOINTS, answers_for
+
+    model = tmp_path / "model"
+    shutil.copytree(CHECKPOINTS / "maze-clusters-vpo", model)
+    config = json.loads((model / "train_config.json").read_text())
+    if value is None:
+        config.pop("set_size")
+    else:
+        config["set_size"] = value
+    (model / "train_config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match="train_config.json.*--answers M"):
+        answers_for(f"local:{model}")
+    assert answers_for(f"local:{model}", 2) == 2  # --answers decides without reading it

@@ -11,10 +11,10 @@ from evo.errors import UserError
 
 
 def trainers(algos: Mapping[str, str], uris: Mapping[str, str], every: int | None, options: dict,
-             search: Any) -> dict[str, tuple[dict, Callable]]:
+             spec: Any) -> dict[str, tuple[dict, Callable]]:
     """NAME -> (its settings as stored in compare.json, `train(config, loop)` for
-    evo.compare.spec_search.run_one), every setting checked against the policy and the spec's
-    [search] settings (OnlineSettings.check_policy, as `evo run --train` checks them)."""
+    evo.compare.spec_search.run_one), every setting checked against the policy and the spec
+    (OnlineSettings.check_policy, as `evo run --train` checks them)."""
     from training.online import OnlineSettings
 
     for name in algos:
@@ -22,7 +22,7 @@ def trainers(algos: Mapping[str, str], uris: Mapping[str, str], every: int | Non
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
     settings = {name: OnlineSettings.of(algo, every or 4, options) for name, algo in algos.items()}
     for name, one in settings.items():
-        one.check_policy(uris[name], search)
+        one.check_policy(uris[name], spec)
     return {name: (dataclasses.asdict(one), trained(one)) for name, one in settings.items()}
 
 

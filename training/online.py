@@ -132,14 +132,20 @@ class OnlineSettings(Settings):
         if problem:
             raise UserError(f"--train-option {problem}")
 
-    def check_policy(self, uri: str, search: Any) -> None:
+    def check_policy(self, uri: str, spec: Any) -> None:
         """Before any work (`evo run --train`, `evo compare --spec --train`): the policy at `uri`
         is one this process can train, the estimator's options fit the spec's completions per
-        prompt, and the estimator learns from the replies the search will ask that policy for
-        (`search`: the spec's [search] settings)."""
+        prompt, the estimator learns from the replies the search will ask that policy for, and no
+        zero-vector rule meets a minimized objective (where zero is above every program)."""
         from evo import policies
         from evo.loop import asked
 
+        search = spec.search
+        zeros = [key for key in ("failures", "duplicates") if self.train.get(key) == "zero"]
+        if zeros and spec.problem.minimize:
+            raise UserError(f"--train-option {zeros[0]}=zero scores a zero vector, which beats every program on the "
+                            f"minimized objective {spec.problem.minimize[0]!r} (negated in the score vector): drop it "
+                            "(the default rule is safe whatever the signs)")
         if not policies.trainable(uri):
             raise UserError(f"--train needs a policy this process can train (local:PATH, vllm:PATH or "
                             f"openai:URL#MODEL;train=PATH), not {uri!r}")

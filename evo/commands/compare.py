@@ -87,7 +87,7 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         uris = _policies(policies)
         for uri in uris.values():  # a local: model too small for these prompts: before weights load and --out exists
             fit.check(spec, uri, fit.COMPARE_REMEDY)
-        trained = _trainers(train, uris, train_every, train_options, spec.search)
+        trained = _trainers(train, uris, train_every, train_options, spec)
         comparison = spec_mode.compare(spec, uris, overrides, values.answers_pairs(answers, uris), seeds, programs, seed,
                                        out, trained=trained, quiet=quiet, command=line)
     written = output.write(comparison, out)
@@ -104,11 +104,11 @@ def _policies(policies: tuple[str, ...]) -> dict[str, str]:
     return uris
 
 
-def _trainers(pairs: tuple[str, ...], uris: dict, every: int | None, options: tuple[str, ...], search) -> dict:
+def _trainers(pairs: tuple[str, ...], uris: dict, every: int | None, options: tuple[str, ...], spec) -> dict:
     if not pairs:
         if every is not None or options:
             raise UserError("--train-every and --train-option go with --train NAME=ALGO")
         return {}
     from training.compare import trainers
 
-    return trainers(values.parse_pairs(pairs, "--train"), uris, every, values.parse_options(options), search)
+    return trainers(values.parse_pairs(pairs, "--train"), uris, every, values.parse_options(options), spec)

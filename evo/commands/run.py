@@ -63,7 +63,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
     if online is not None:
         if len(named) != 1:
             raise UserError("--train trains one policy in this process: give one --policy")
-        online.check_policy(next(iter(named.values())), spec.search)  # every training setting, before any work
+        online.check_policy(next(iter(named.values())), spec)  # every training setting, before any work
     policies.set_threads(threads, named.values())
     loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
     if resume_dir is None:
