@@ -63,3 +63,16 @@ def test_failures_on_a_run_without_failures_says_so(nguyen7_run):
     assert full.returncode == 0
     assert full.stdout.splitlines()[-1] == "why children fail: no failures (every evaluated program returned scores)"
     assert "why children fail" not in show(nguyen7_run).stdout  # the summary stays short
+
+
+def test_an_edited_failure_kind_and_origin_reach_the_terminal_escaped():
+    """A run directory received from elsewhere can hold any text: `--program N` escapes the
+    failure kind and the copy's origin as it escapes messages (no raw escape byte is printed)."""
+    from evo.report.text import program_lines
+
+    view = {"id": 3, "iteration": 1, "island": 0, "policy": "p", "source": 2, "origin": "migrant\x1b[2J",
+            "parents": [2], "failure": {"kind": "timeout\x1b]0;owned\x07", "message": "m"}, "lineage": [1, 2, 3],
+            "code": "x = 1\n", "feedback": ""}
+    text = "\n".join(program_lines(view))
+    assert "\x1b" not in text and "\x07" not in text
+    assert "migrant" in text and "timeout" in text

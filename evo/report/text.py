@@ -11,7 +11,7 @@ from evo.report.summary import LINEAGE_IDS
 
 def program_lines(view: dict) -> list[str]:
     """Program `view` (summary.program_view): origin, scores or failure, lineage, code, feedback."""
-    copy = f", a {view['origin']} copy of #{view['source']}" if view["source"] is not None else ""
+    copy = f", a {printable(view['origin'])} copy of #{view['source']}" if view["source"] is not None else ""
     parents = ", ".join(f"#{i}" for i in view["parents"]) or "none"
     lines = [f"#{view['id']}: iteration {view['iteration']}, island {view['island']}, "
              f"policy {printable(view['policy']) or '-'}{copy}, parents {parents}"]
@@ -19,7 +19,7 @@ def program_lines(view: dict) -> list[str]:
         scores = ", ".join(f"{k}={v:.6g}" for k, v in view["scores"].items())
         lines.append(f"scalar {view['scalar']:.6g} ({scores})")
     else:
-        lines.append(f"failed {view['failure']['kind']}: {printable(view['failure']['message'])}")
+        lines.append(f"failed {printable(view['failure']['kind'])}: {printable(view['failure']['message'])}")
     lineage, cut = view["lineage"][-LINEAGE_IDS:], max(0, len(view["lineage"]) - LINEAGE_IDS)
     earlier = f"({cut} earlier) " if cut else ""
     lines.append(f"lineage (first parents, oldest first): {earlier}{' -> '.join(f'#{i}' for i in lineage)}")
