@@ -115,6 +115,10 @@ def test_compare_spec_train_refuses_a_policy_it_cannot_train(tmp_path, capsys):
     args = ["compare", "--spec", SPEC, "--policy", "a=mutate:", "--out", str(tmp_path / "x")]
     assert "local:PATH" in refused(capsys, *args, "--train", "a=grpo")
     assert "no --policy named 'b'" in refused(capsys, *args, "--train", "b=grpo")
+    # the programs per reply --answers asks for are checked too, before any search run starts
+    sets = ["compare", "--spec", SPEC, "--policy", "b=local:symreg-warmup", "--out", str(tmp_path / "y")]
+    assert "one program per reply" in refused(capsys, *sets, "--train", "b=grpo", "--answers", "b=3")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 @pytest.fixture(scope="module")

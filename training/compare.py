@@ -11,10 +11,11 @@ from evo.errors import UserError
 
 
 def trainers(algos: Mapping[str, str], uris: Mapping[str, str], every: int | None, options: dict,
-             spec: Any) -> dict[str, tuple[dict, Callable]]:
+             spec: Any, answers: Mapping[str, int] | None = None) -> dict[str, tuple[dict, Callable]]:
     """NAME -> (its settings as stored in compare.json, `train(config, loop)` for
     evo.compare.spec_search.run_one), every setting checked against the policy and the spec
-    (OnlineSettings.check_policy, as `evo run --train` checks them)."""
+    (OnlineSettings.check_policy, as `evo run --train` checks them; `answers`: the programs per
+    reply `--answers NAME=M` asks of a policy)."""
     from training.online import OnlineSettings
 
     for name in algos:
@@ -22,7 +23,7 @@ def trainers(algos: Mapping[str, str], uris: Mapping[str, str], every: int | Non
             raise UserError(f"--train {name}=...: no --policy named {name!r}")
     settings = {name: OnlineSettings.of(algo, every or 4, options) for name, algo in algos.items()}
     for name, one in settings.items():
-        one.check_policy(uris[name], spec)
+        one.check_policy(uris[name], spec, (answers or {}).get(name, 0))
     return {name: (dataclasses.asdict(one), trained(one)) for name, one in settings.items()}
 
 

@@ -132,11 +132,12 @@ class OnlineSettings(Settings):
         if problem:
             raise UserError(f"--train-option {problem}")
 
-    def check_policy(self, uri: str, spec: Any) -> None:
+    def check_policy(self, uri: str, spec: Any, answers: int = 0) -> None:
         """Before any work (`evo run --train`, `evo compare --spec --train`): the policy at `uri`
         is one this process can train, the estimator's options fit the spec's completions per
         prompt, the estimator learns from the replies the search will ask that policy for, and no
-        zero-vector rule meets a minimized objective (where zero is above every program)."""
+        zero-vector rule meets a minimized objective (where zero is above every program).
+        `answers`: the programs per reply asked of the policy (0: the spec's, else its checkpoint's)."""
         from evo import policies
         from evo.loop import asked
 
@@ -150,7 +151,8 @@ class OnlineSettings(Settings):
             raise UserError(f"--train needs a policy this process can train (local:PATH, vllm:PATH or "
                             f"openai:URL#MODEL;train=PATH), not {uri!r}")
         self.check_group(search.samples_per_prompt)
-        per_completion, _ = asked(policies.answers_for(uri, search.answers), search.samples_per_prompt, search.answers_by)
+        m = policies.answers_for(uri, answers or search.answers)
+        per_completion, _ = asked(m, search.samples_per_prompt, search.answers_by)
         self.check_answers(per_completion)
 
     def train_config(self, init: str, out: str, *, seed: int, group: int | None = None) -> TrainConfig:

@@ -87,9 +87,10 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         uris = _policies(policies)
         for uri in uris.values():  # a local: model too small for these prompts: before weights load and --out exists
             fit.check(spec, uri, fit.COMPARE_REMEDY)
-        trained = _trainers(train, uris, train_every, train_options, spec)
-        comparison = spec_mode.compare(spec, uris, overrides, values.answers_pairs(answers, uris), seeds, programs, seed,
-                                       out, trained=trained, quiet=quiet, command=line)
+        forced = values.answers_pairs(answers, uris)
+        trained = _trainers(train, uris, train_every, train_options, spec, forced)
+        comparison = spec_mode.compare(spec, uris, overrides, forced, seeds, programs, seed, out, trained=trained,
+                                       quiet=quiet, command=line)
     written = output.write(comparison, out)
     if written.plots_skipped:
         click.echo(output.PLOTS_SKIPPED, err=True)
@@ -104,11 +105,12 @@ def _policies(policies: tuple[str, ...]) -> dict[str, str]:
     return uris
 
 
-def _trainers(pairs: tuple[str, ...], uris: dict, every: int | None, options: tuple[str, ...], spec) -> dict:
+def _trainers(pairs: tuple[str, ...], uris: dict, every: int | None, options: tuple[str, ...], spec,
+              forced: dict) -> dict:
     if not pairs:
         if every is not None or options:
             raise UserError("--train-every and --train-option go with --train NAME=ALGO")
         return {}
     from training.compare import trainers
 
-    return trainers(values.parse_pairs(pairs, "--train"), uris, every, values.parse_options(options), spec)
+    return trainers(values.parse_pairs(pairs, "--train"), uris, every, values.parse_options(options), spec, forced)
