@@ -35,9 +35,10 @@ def named_code(path: Path) -> list[str]:
     return sorted(set(names) - NUMPY_STATE)
 
 
-def code_in(directory: Path, recursive: bool = True) -> tuple[Path, list[str]] | None:
-    """The first torch file in `directory` (and below, when `recursive`; by name) that names
-    code, with what it names; a DeepSpeed `latest` tag that leads out of the directory counts."""
+def code_in(directory: Path, recursive: bool = True, suffixes: tuple[str, ...] = SUFFIXES) -> tuple[Path, list[str]] | None:
+    """The first torch file (a name ending in one of `suffixes`) in `directory` (and below, when
+    `recursive`; by name) that names code, with what it names; a DeepSpeed `latest` tag that
+    leads out of the directory counts."""
     directory = Path(directory)
     if not directory.is_dir():  # nothing there to load
         return None
@@ -47,17 +48,17 @@ def code_in(directory: Path, recursive: bool = True) -> tuple[Path, list[str]] |
         if not tag or "/" in tag or "\\" in tag or tag in (".", "..") or not (directory / tag).is_dir():
             return latest, [f"the tag {tag[:60]!r}, not a directory beside it"]
     for path in sorted(directory.rglob("*") if recursive else directory.iterdir()):
-        if path.suffix in SUFFIXES and path.name not in NEVER_LOADED and path.is_file():
+        if path.suffix in suffixes and path.name not in NEVER_LOADED and path.is_file():
             names = named_code(path)
             if names:
                 return path, names
     return None
 
 
-def refuse_code(directory: Path, remedy: str, recursive: bool = True) -> None:
+def refuse_code(directory: Path, remedy: str, recursive: bool = True, suffixes: tuple[str, ...] = SUFFIXES) -> None:
     """A one-line UserError naming the first file in `directory` that could run code when
     loaded (`code_in`), and `remedy` (how to trust it deliberately, or what to do instead)."""
-    found = code_in(directory, recursive)
+    found = code_in(directory, recursive, suffixes)
     if found is not None:
         path, names = found
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

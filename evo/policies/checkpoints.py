@@ -18,6 +18,10 @@ def shipped_checkpoints() -> list[str]:
     return sorted(p.name for p in CHECKPOINTS.iterdir() if (p / "config.json").is_file())
 
 
+MODEL_PICKLES = (".bin",)  # what transformers loads of a model directory besides safetensors (pytorch_model*.bin);
+# the trainer's own state files beside the weights (trainer_state.pt) are read weights-only by the trainer
+
+
 def check_weights(directory: Path) -> Path:
     """`directory` when each of its safetensors files has a readable header that covers the
     file (a truncated or garbage file is a one-line UserError, not a loader's traceback) and
@@ -35,7 +39,7 @@ def check_weights(directory: Path) -> Path:
             raise UserError(f"{path}: not a readable weights file ({reason[:160]}); "
                             "restore it or point at another checkpoint") from None
     refuse_code(directory, "a model directory holds plain tensors: replace the file with one from a source you trust",
-                recursive=False)
+                recursive=False, suffixes=MODEL_PICKLES)
     return Path(directory)
 
 
