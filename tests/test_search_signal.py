@@ -87,7 +87,7 @@ def test_the_duplicate_rules():
     np.testing.assert_allclose(by_rule["score"][2], [-1.0, 2.0])
     np.testing.assert_allclose(by_rule["zero"][2], [0.0, 0.0])  # the old evo run --train rule, kept by name
     assert search_signal.DEFAULT_DUPLICATES == "penalty" and search_signal.DEFAULT_FAILURES == "floor"
-    old = search_signal.rewards(proposals, "zero", "zero")[0, :, 0]  # the rule before issue 34, by its names
+    old = search_signal.rewards(proposals, "zero", "zero")[0, :, 0]  # the zero-vector rules, by their names
     np.testing.assert_allclose(old[2:], 0.0)
     np.testing.assert_allclose(old[:2], [[-3.0, 1.0], [-1.0, 2.0]])
     np.testing.assert_allclose(search_signal.rewards(proposals, "worst", "zero")[0, 2:, 0], 0.0)  # worst: as a failure

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from evo import prompts  # noqa: E402
 from evo.prompts import ParseFailure, Shown, build  # noqa: E402
 
-OLD_EDIT = re.compile(r"<{5,}\s*SEARCH[ \t]*\n(.*?)\n?={5,}[ \t]*\n(.*?)\n?>{5,}\s*REPLACE", re.DOTALL)  # before issue 27
+REGEX_EDIT = re.compile(r"<{5,}\s*SEARCH[ \t]*\n(.*?)\n?={5,}[ \t]*\n(.*?)\n?>{5,}\s*REPLACE", re.DOTALL)  # the baseline: one regex over the reply
 BASE = "# EVOLVE-BLOCK-START\ndef f(x):\n    return x + 1\n# EVOLVE-BLOCK-END\n"
 
 
@@ -43,7 +43,7 @@ def seconds(work) -> float:
 
 def parsing(sizes_old: list[int], sizes_new: list[int]) -> dict:
     prompt = build("diff", [Shown(BASE, 0.5)], rng=np.random.default_rng(0))
-    old = {size: seconds(lambda: OLD_EDIT.findall(adversarial(size))) for size in sizes_old}
+    old = {size: seconds(lambda: REGEX_EDIT.findall(adversarial(size))) for size in sizes_old}
     new = {size: seconds(lambda: prompts.parse(prompt, adversarial(size))) for size in sizes_new}
     return {"regex_s": old, "line_parser_s": new}
 
