@@ -249,6 +249,7 @@ class Evolution:
         """`policy`: the name stored with each program, or a PolicyMix of several named policies."""
         self.mix = policy if isinstance(policy, PolicyMix) else PolicyMix((policy,), (1.0,))
         self.observers = tuple(observers)
+        self._front: tuple[int, np.ndarray] | None = None  # front_at's last (cutoff, front)
         self._tally = PolicyTally()  # for the bandit: what the stored programs of each policy did
         self.config, self.db, self.policy = config, db, self.mix.names[0]
         self.objectives = db.config.objectives
@@ -317,12 +318,12 @@ class Evolution:
         stats = self._tally.add(self.db.programs).stats(proposed) if mix.choice == "ucb" else None
         return mix.choose(choice_rng(self.config.seed, start), stats)
 
-    def _build(self, iteration: int, m: int = 1, style: str = "") -> tuple[int, Prompt, tuple]:
+    def _build(self, iteration: int, m: int, style: str) -> tuple[int, Prompt, tuple]:
         config, minimize = self.config, self.db.config.minimize
         rng = iteration_rng(config.seed, iteration)
         island = iteration % len(self.db.islands)
         parents, inspirations = self._sample(island, rng)
-        prompt = prompts.build(style or config.style, parents, inspirations, rng=rng, system=config.system,
+        prompt = prompts.build(style, parents, inspirations, rng=rng, system=config.system,
                                objectives=self.objectives, minimize=minimize, stop=config.stop)
         prompt = prompt_sets.widen(prompt, m, objectives=self.objectives, minimize=minimize,
                                    set_head=config.set_head, separator=config.separator)
@@ -485,9 +486,12 @@ class Evolution:
 
     def front_at(self, start: int) -> np.ndarray:
         """(p, d) the front of the evaluated programs the group starting at `start` was sampled
-        from: the initial programs and those of the iterations < max(0, start - lag)."""
+        from: the initial programs and those of the iterations < max(0, start - lag) (fixed once
+        those are inserted, so the last one is kept)."""
         cutoff = max(0, start - self.config.lag)
-        return front(self.db.store.scores_before(cutoff), len(self.objectives))
+        if self._front is None or self._front[0] != cutoff:
+            self._front = (cutoff, front(self.db.store.scores_before(cutoff), len(self.objectives)))
+        return self._front[1]
 
     def _tell_committed(self, batch: list[tuple[int, list[tuple[Candidate, Evaluation]]]]) -> None:
         repeated = [c.hash for iteration, _ in batch for c in self._pending[iteration] if c.status == DUPLICATE]

@@ -80,6 +80,7 @@ TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "e
 # fresh maze-clusters instances (136 paired runs: success -0.103 [-0.184, -0.022],
 # experiments/maze/results-online-pilot/); at a tenth it did no harm in the pilots.
 ONLINE_LR_FACTOR = 0.1
+NOT_TRAINABLE = "--train needs a policy this process can train (local:PATH, vllm:PATH or openai:URL#MODEL;train=PATH)"
 LOSS_TOKENS = 64  # TrainConfig.max_new_tokens here: only the loss's normalizer (rollouts x this), unless given
 
 
@@ -148,8 +149,7 @@ class OnlineSettings(Settings):
                             f"minimized objective {spec.problem.minimize[0]!r} (negated in the score vector): drop it "
                             "(the default rule is safe whatever the signs)")
         if not policies.trainable(uri):
-            raise UserError(f"--train needs a policy this process can train (local:PATH, vllm:PATH or "
-                            f"openai:URL#MODEL;train=PATH), not {uri!r}")
+            raise UserError(f"{NOT_TRAINABLE}, not {uri!r}")
         self.check_group(search.samples_per_prompt)
         m = policies.answers_for(uri, answers or search.answers)
         per_completion, _ = asked(m, search.samples_per_prompt, search.answers_by)
@@ -187,7 +187,7 @@ class Learner:
     def __init__(self, policy: Any, run: Path, settings: OnlineSettings, *, seed: int, lag: int,
                  objectives: Sequence[str], weights: np.ndarray, group: int, answers: int = 1) -> None:
         if not isinstance(policy, Trainable):
-            raise UserError("--train needs a policy this process can train: local:PATH, vllm:PATH or openai:URL#MODEL;train=PATH")
+            raise UserError(NOT_TRAINABLE)
         self.policy, self.settings, self.seed, self.lag = policy, settings, seed, lag
         self.answers, self.group = answers, group  # a completion's `answers` journal slots are one set
         self.objectives, self.weights = tuple(objectives), np.asarray(weights, dtype=np.float64)
@@ -331,7 +331,7 @@ class Learner:
                     for i in iterations]
         proposals = proposals_of(groups, outcomes, self.answers)
         kinds, fronts = proposals.kinds, proposals.fronts
-        truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
+        truncated = np.array([group.truncated for group in groups])
         rewards = set_rewards(proposals, self.group, state.config.duplicates, state.config.failures)
         completions = [[Completion(t, ids, finish_reason=f) for t, ids, f in g.completions] for g in groups]
         samples = as_rollout([g.prompt for g in groups], completions, getattr(state.tokenizer, "pad_token_id"),
@@ -374,7 +374,7 @@ def proposals_of(groups: Sequence[Group], outcomes: Sequence[Outcome], answers: 
     """A step's proposals from its groups (B prompts of G completions, as told) and their outcomes
     (B x G x `answers` journal slots, as committed). A cut-off single program is CUT; of a
     cut-off set, the loop already failed the program the budget cut and the others stand."""
-    truncated = np.array([[f != "stop" for _, _, f in group.completions] for group in groups])
+    truncated = np.array([group.truncated for group in groups])
     cut = truncated if answers == 1 else np.zeros((len(groups), truncated.shape[1] * answers), dtype=bool)
     kinds = search_signal.cut_off(np.stack([o.kinds for o in outcomes]), cut)
     fronts = pad_fronts([group.front for group in groups], groups[0].front.shape[1])

@@ -103,6 +103,11 @@ class Group:
     completions: tuple[tuple[str, tuple[int, ...], str], ...]  # (text, token ids, finish reason)
     front: np.ndarray  # (p, d) the front F the prompt was built against
 
+    @property
+    def truncated(self) -> list[bool]:
+        """Per completion: whether the token budget cut it (it did not end by itself)."""
+        return [finish != "stop" for _, _, finish in self.completions]
+
     def write(self, directory: Path, iteration: int) -> None:
         data = {"asked": self.asked, "prompt": list(self.prompt),
                 "completions": [[text, list(ids), finish] for text, ids, finish in self.completions],

@@ -70,7 +70,7 @@ class LocalPolicy:
 
     def generate(self, prompts: Sequence[str], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0,
                  top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
-        return self.sampler.sample(self.encode(prompts), n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+        return self.sampler.sample(prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature,
                                    top_p=top_p, seed=seed, stop=stop).completions
 
     # -- Trainable (evo.policies.base): the sampling model is the one trained ----------------

@@ -56,6 +56,12 @@ class PromptFormat:
                     for t in texts]
         return [list(ids) for ids in tokenizer(rendered, add_special_tokens=False).input_ids]
 
+    def ids(self, tokenizer: Any, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
+        """Token ids of prompts: texts encoded in this format (in one batch), token ids kept as given."""
+        texts = [p for p in prompts if isinstance(p, str)]
+        encoded = iter(self.encode(tokenizer, texts) if texts else [])
+        return [next(encoded) if isinstance(p, str) else list(p) for p in prompts]
+
     def record(self) -> dict[str, Any]:
         return {"chat": self.chat, "system": self.system}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 from dataclasses import dataclass
 
 import torch
@@ -111,9 +111,7 @@ class Sampler:
         """Token ids of prompt texts in the sampler's prompt format; ids are kept as given."""
         if not prompts:
             raise UserError("no prompts to sample from")
-        if isinstance(prompts[0], str):
-            return self.prompt_format.encode(self.tokenizer, cast(Sequence[str], prompts))
-        return [list(cast(Sequence[int], p)) for p in prompts]
+        return self.prompt_format.ids(self.tokenizer, prompts)
 
     def _left_pad(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(x) for x in ids)

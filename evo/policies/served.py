@@ -89,7 +89,7 @@ class ServedPolicy(OpenAIPolicy):
 
     def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
         """Token ids of prompt texts in the checkpoint's prompt format; token ids are kept as given."""
-        return [self.prompt_format.encode(self.tokenizer, [p])[0] if isinstance(p, str) else list(p) for p in prompts]
+        return self.prompt_format.ids(self.tokenizer, prompts)
 
     def trainee(self) -> tuple[Any, Any]:
         """A float32 torch copy of the checkpoint (on CUDA when torch sees a GPU) and its

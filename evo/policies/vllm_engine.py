@@ -86,7 +86,7 @@ class VLLMPolicy:
     def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
         """Token ids of prompt texts with the checkpoint's tokenizer in the format it was trained
         with (`PromptFormat.of_checkpoint`, as the `local:` policy); token ids are kept as given."""
-        return [self.prompt_format.encode(self.tokenizer, [p])[0] if isinstance(p, str) else list(p) for p in prompts]
+        return self.prompt_format.ids(self.tokenizer, prompts)
 
     def trainee(self) -> tuple[Any, Any]:
         """A float32 torch copy of the checkpoint on the engine's device (CUDA when torch sees

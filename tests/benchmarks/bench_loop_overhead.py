@@ -331,7 +331,7 @@ def build_ab(evolution, iterations: int, rounds: int = 400) -> dict:
         for feedback in ((True, False) if index % 2 else (False, True)):
             evolution.config = dataclasses.replace(config, feedback=feedback)
             started = time.perf_counter()
-            evolution._build(index % iterations)
+            evolution._build(index % iterations, 1, config.style)
             times[feedback].append(time.perf_counter() - started)
     evolution.config = config
     return {"build_on_ms": 1000 * statistics.median(times[True]), "build_off_ms": 1000 * statistics.median(times[False])}
