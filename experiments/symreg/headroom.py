@@ -30,6 +30,7 @@ from evo.compare.pools import Sampling, held_out, sample_pool
 from tasks.base import ParseError, TemplateMismatch
 
 POOL = 30
+KS = (1, 5, 10, POOL)  # best@k of the tables; best@POOL is reported over the oracle
 PROTOCOLS = {"1 expression": 1, "3-expression sets": 3}
 
 
@@ -75,8 +76,8 @@ def grammar_pool(task, instances) -> tuple[np.ndarray, list]:
 
 def figures(task, held, vectors: np.ndarray, exact: np.ndarray) -> dict[str, list]:
     """Per-instance figures of one pool (lists, for JSON)."""
-    columns = summary.per_instance(vectors, task.weights, held.optimum, [1, POOL])
-    return {"valid": columns["valid"].tolist(), "best@1": columns["best@1"].tolist(),
+    columns = summary.per_instance(vectors, task.weights, held.optimum, KS)
+    return {"valid": columns["valid"].tolist(), **{f"best@{k}": columns[f"best@{k}"].tolist() for k in KS[:-1]},
             f"best@{POOL}/oracle": columns[f"best@{POOL}/oracle"].tolist(), "exact": exact.tolist(),
             "front_width": [metrics.front_width(v) for v in vectors],
             "distinct_valid": [len(metrics.distinct_valid(v)) for v in vectors],
