@@ -164,6 +164,30 @@ def hypervolume(vectors: np.ndarray, reference: np.ndarray) -> float:
     return _sweep(points[pareto_mask(points)], reference)
 
 
+def hypervolume_estimate(vectors: np.ndarray, reference: np.ndarray, samples: int = 100_000, seed: int = 0) -> float:
+    """Monte Carlo hypervolume for any d (the exact sweep above stops at four objectives): the
+    share of `samples` uniform points of the box [reference, the rows' maximum] that some row
+    dominates, times the box's volume. Deterministic for a seed; the box is the points' own, so
+    the share is large and its relative standard error small (one point: exact)."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[1] != reference.shape[0]:
+        raise ValueError(f"hypervolume needs (n, d) vectors and a (d,) reference; got {vectors.shape}, {reference.shape}")
+    points = vectors[(vectors > reference).all(axis=1)]
+    if len(points) == 0:
+        return 0.0
+    points = points[pareto_mask(points)]
+    top = points.max(axis=0)
+    box = float(np.prod(top - reference))
+    if len(points) == 1:
+        return box
+    rng, covered = np.random.default_rng(seed), 0
+    for start in range(0, samples, 20_000):
+        draws = reference + rng.random((min(20_000, samples - start), len(reference))) * (top - reference)
+        covered += int((draws[:, None, :] <= points[None, :, :]).all(axis=2).any(axis=1).sum())
+    return box * covered / samples
+
+
 def _sweep(points: np.ndarray, reference: np.ndarray) -> float:
     """Slice along the last objective: each slab's thickness times the (d-1)-volume above it."""
     if points.shape[1] == 1:

@@ -97,6 +97,26 @@ def test_hypervolume_known_values_and_errors():
         metrics.hypervolume(np.ones((2, 5)), np.zeros(5))
 
 
+@given(st.integers(2, 4).flatmap(lambda d: arrays(np.float64, st.tuples(st.integers(1, 6), st.just(d)), elements=st.floats(0, 1))))
+@settings(max_examples=30, deadline=None)
+def test_hypervolume_estimate_agrees_with_the_exact_sweep(points):
+    reference = np.full(points.shape[1], -0.1)
+    exact = metrics.hypervolume(points, reference)
+    assert metrics.hypervolume_estimate(points, reference, samples=40_000) == pytest.approx(exact, rel=0.03, abs=1e-3)
+
+
+def test_hypervolume_estimate_in_eight_objectives():
+    reference = np.full(8, -0.1)
+    assert metrics.hypervolume_estimate(np.ones((1, 8)), reference) == pytest.approx(1.1 ** 8)  # one point: its box
+    two = np.array([[1.0] * 4 + [0.5] * 4, [0.5] * 4 + [1.0] * 4])  # boxes overlapping in [-0.1, 0.5]^8
+    expected = 2 * 1.1 ** 4 * 0.6 ** 4 - 0.6 ** 8
+    assert metrics.hypervolume_estimate(two, reference) == pytest.approx(expected, rel=0.02)
+    assert metrics.hypervolume_estimate(two, reference, seed=3) == metrics.hypervolume_estimate(two, reference, seed=3)
+    assert metrics.hypervolume_estimate(np.full((2, 8), -0.5), reference) == 0.0
+    with pytest.raises(ValueError):
+        metrics.hypervolume_estimate(np.ones((2, 5)), np.zeros(4))
+
+
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
     rng = np.random.default_rng(0)
     small = metrics.bootstrap_ci(rng.normal(1.0, 1.0, 30), resamples=2000)

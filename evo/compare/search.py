@@ -130,14 +130,26 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     best = np.maximum(best_curve(found, weights, search.programs), 0.0) / optimum
     reference = np.full(len(weights), REFERENCE)
     front = np.asarray(task.oracle_front(instance), dtype=np.float64)[:, : len(weights)]
-    oracle = metrics.hypervolume(front, reference) if len(weights) <= 4 else float("nan")
+    volume_of = metrics.hypervolume if len(weights) <= 4 else metrics.hypervolume_estimate  # exact up to 4 objectives
     marks = [round(search.programs * (i + 1) / search.points) for i in range(search.points)]
-    volume = (hypervolume_curve(found, reference, search.programs, search.points) if len(weights) <= 4
-              else np.full(search.programs, np.nan))  # the exact hypervolume sweep stops at four objectives
+    volume = hypervolume_curve(found, reference, search.programs, search.points, volume_of)
+    distinct = np.cumsum(np.bincount(found.evaluated[found.evaluated <= search.programs] - 1, minlength=search.programs))
     return {"instance": instance.index, "seed": seed, "policy": contender.name, "answers": contender.answers,
             "iterations": iterations, "programs_per_iteration": samples * contender.answers,
             "best": best.round(6).tolist(), "tokens": np.cumsum(metered.tokens).tolist(),
-            "hypervolume_at": marks, "hypervolume": [round(float(volume[m - 1] / oracle), 6) for m in marks]}
+            "distinct": distinct.tolist(), "floor": floor_curve(found, search.programs).round(6).tolist(),
+            "hypervolume_at": marks, "hypervolume_estimated": len(weights) > 4,
+            "hypervolume": [round(float(volume[m - 1] / volume_of(front, reference)), 6) for m in marks]}
+
+
+def floor_curve(run, programs: int) -> np.ndarray:
+    """(programs,) the best worst objective so far: the largest over the programs found of their
+    smallest score (every objective at or above it), 0 before the first success."""
+    curve = np.zeros(programs)
+    within = run.at <= programs
+    if within.any():
+        np.maximum.at(curve, run.at[within] - 1, np.maximum(run.vectors[within].min(axis=1), 0.0))
+    return np.maximum.accumulate(curve)
 
 
 def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: SearchProtocol, out: Path,

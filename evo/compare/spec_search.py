@@ -7,7 +7,7 @@ and whether the spec's target was reached."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ class RunVectors:
     at: np.ndarray  # (n,) int
     vectors: np.ndarray  # (n, d)
     outcomes: tuple[float, float, float] = (np.nan, np.nan, np.nan)  # shares of the proposals: valid, failed, duplicate
+    evaluated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # places of the proposals the evaluator ran (distinct programs)
 
 
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
@@ -73,11 +74,13 @@ def run_vectors(directory: Path) -> RunVectors:
                  for place, c in enumerate(db.journal.candidates(), 1)
                  if (c.iteration, c.slot) in evaluations and evaluations[(c.iteration, c.slot)].ok]
         counts = db.journal.counts()
+        evaluated = np.array([place for place, c in enumerate(db.journal.candidates(), 1)
+                              if (c.iteration, c.slot) in evaluations], dtype=np.int64)
     at = np.array([1] * len(initial) + [place for place, _ in found], dtype=np.int64)
     rows = initial + [np.asarray(v, dtype=np.float64) for _, v in found]
     total = max(1, sum(counts.values()))
     outcomes = (counts["ok"] / total, (counts["failed"] + counts["parse"]) / total, counts["duplicate"] / total)
-    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)), outcomes)
+    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)), outcomes, evaluated)
 
 
 OUTCOMES = ("valid_share", "failed_share", "duplicate_share")  # of a run's proposals: evaluated ok; failed or unparseable; repeats
@@ -100,15 +103,17 @@ def best_curve(run: RunVectors, weights: np.ndarray, programs: int) -> np.ndarra
     return np.maximum.accumulate(curve)
 
 
-def hypervolume_curve(run: RunVectors, reference: np.ndarray, programs: int, points: int | None = None) -> np.ndarray:
+def hypervolume_curve(run: RunVectors, reference: np.ndarray, programs: int, points: int | None = None,
+                      volume_of: Callable[[np.ndarray, np.ndarray], float] = metrics.hypervolume) -> np.ndarray:
     """(programs,) hypervolume above `reference` of everything found up to each program (computed
-    at `points` evenly spaced budgets and held between them; None: at every new program)."""
+    at `points` evenly spaced budgets and held between them; None: at every new program), by
+    `volume_of` (the exact sweep, or `metrics.hypervolume_estimate` beyond four objectives)."""
     curve = np.zeros(programs)
     marks = set(range(1, programs + 1)) if points is None else {round(programs * (i + 1) / points) for i in range(points)}
     volume, last = 0.0, 0
     for place in range(1, programs + 1):
         if place in marks and ((run.at > last) & (run.at <= place)).any():
-            volume = metrics.hypervolume(run.vectors[run.at <= place], reference)
+            volume = volume_of(run.vectors[run.at <= place], reference)
             last = place
         curve[place - 1] = volume
     return curve
