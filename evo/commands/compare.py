@@ -47,7 +47,7 @@ def spec_option(*decls, **attrs):
              help="hard instances: no policy's pool of this many sampled answers reaches the optimum (0: only the initial program's rule)")
 @task_option("--search-instance-seed", default=SearchProtocol.instance_seed, type=int,
              help="seed of the hard search instances (test split), apart from --seed's sampling instances")
-@task_option("--resume", is_flag=True, help="continue a stopped comparison in --out (same arguments): finished search runs are kept")
+@task_option("--resume", is_flag=True, help="continue a stopped comparison in --out (same arguments; other settings are refused): finished search runs are kept")
 @spec_option("--seeds", default=3, type=click.IntRange(2), help="search runs per policy (paired by seed)")
 @spec_option("--programs", default=120, type=click.IntRange(1),
              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")

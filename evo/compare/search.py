@@ -17,6 +17,7 @@ rule alone). The first `instances` test-split instances of `instance_seed` that 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,11 +26,13 @@ import numpy as np
 
 from evo import metrics
 from evo.compare.spec_search import best_curve, hypervolume_curve, iterations_for, run_vectors
+from evo.errors import UserError
 from evo.policies.base import Policy
 from tasks.base import Instance, Task
 
 SOLVED = 1.0 - 1e-9  # best / optimum at or above this: the optimum is reached
 REFERENCE = -0.1  # the hypervolume's reference point in every objective (objectives in [0, 1])
+RECORD = "record.json"  # a finished run's record, in out/NAME/iINDEX-sSEED/
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     reference = np.full(len(weights), REFERENCE)
     front = np.asarray(task.oracle_front(instance), dtype=np.float64)[:, : len(weights)]
     volume_of = metrics.hypervolume if len(weights) <= 4 else metrics.hypervolume_estimate  # exact up to 4 objectives
-    marks = [round(search.programs * (i + 1) / search.points) for i in range(search.points)]
+    marks = budget_marks(search)
     volume = hypervolume_curve(found, reference, search.programs, search.points, volume_of)
     distinct = np.cumsum(np.bincount(found.evaluated[found.evaluated <= search.programs] - 1, minlength=search.programs))
     return {"instance": instance.index, "seed": seed, "policy": contender.name, "answers": contender.answers,
@@ -169,9 +172,9 @@ def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search
         for seed in range(search.seeds):
             for contender in contenders:
                 directory = out / contender.name / f"i{instance.index}-s{seed}"
-                done = directory / "record.json"
+                done = directory / RECORD
                 if done.is_file():
-                    result = json.loads(done.read_text())
+                    result = read_record(done, contender, instance.index, seed, search)
                 else:
                     shutil.rmtree(directory, ignore_errors=True)
                     result = run_one(task, instance, contender, loaded[contender.name], seed, search, directory)
@@ -179,6 +182,74 @@ def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search
                 runs[contender.name].append(result)
                 progress()
     return runs
+
+
+def budget_marks(search: SearchProtocol) -> list[int]:
+    """The programs proposed at which a run's hypervolume is measured."""
+    return [round(search.programs * (i + 1) / search.points) for i in range(search.points)]
+
+
+def read_record(path: Path, contender, instance: int, seed: int, search: SearchProtocol) -> dict:
+    """A finished run's record, checked against the run it stands for; one line naming the file
+    and what to do when it is damaged or belongs to another run."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        problem = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+    else:
+        problem = record_problem(data, {"instance": instance, "seed": seed, "policy": contender.name,
+                                        "answers": contender.answers}, search)
+    if problem:
+        raise UserError(f"{path}: damaged run record ({problem}); delete {path.parent} and run the same "
+                        "evo compare command with --resume to run it again")
+    return data
+
+
+def record_problem(data: object, identity: Mapping, search: SearchProtocol) -> str:
+    """What is wrong with a parsed run record (`identity`: the instance, seed, policy and answers
+    it must carry), or ''."""
+    if not isinstance(data, dict):
+        return "expected a JSON object"
+    for key, value in identity.items():
+        if data.get(key) != value or isinstance(data.get(key), bool):
+            return f"{key} {data.get(key)!r}, expected {value!r}"[:200]
+    for key in ("iterations", "programs_per_iteration"):
+        if not _count(data.get(key)) or data[key] < 1:
+            return f"{key} should be a positive integer"
+    best, tokens = _numbers(data.get("best"), search.programs), data.get("tokens")
+    volume = _numbers(data.get("hypervolume"), search.points)
+    if best is None or not all(math.isfinite(b) for b in best):
+        return f"best should be {search.programs} finite numbers"
+    if not isinstance(tokens, list) or not all(_count(t) and 0 <= t < 2**63 for t in tokens) or tokens != sorted(tokens):
+        return "tokens should be a rising list of token counts"
+    if data.get("hypervolume_at") != budget_marks(search):
+        return f"hypervolume_at should be {budget_marks(search)}"
+    if volume is None or len({math.isfinite(v) for v in volume}) > 1:
+        return f"hypervolume should be {search.points} finite numbers (or NaN each, past four objectives)"
+    return ""
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _numbers(value: object, length: int) -> list[float] | None:
+    """`value` as `length` floats, or None when it is not a list of so many numbers."""
+    if not isinstance(value, list) or len(value) != length:
+        return None
+    if not all(isinstance(v, float) or (_count(v) and abs(v) < 2**53) for v in value):
+        return None
+    return [float(v) for v in value]
+
+
+def check_records(out: Path, contenders, search: SearchProtocol) -> None:
+    """Every finished run record already in `out` (a comparison's search/), checked before any
+    work; a directory named otherwise than iINDEX-sSEED is left alone."""
+    for contender in contenders:
+        for path in sorted((out / contender.name).glob(f"i*-s*/{RECORD}")):
+            index, _, seed = path.parent.name[1:].partition("-s")
+            if index.isdigit() and seed.isdigit():
+                read_record(path, contender, int(index), int(seed), search)
 
 
 def columns(runs: Sequence[dict]) -> dict[str, np.ndarray]:

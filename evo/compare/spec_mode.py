@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from evo.compare import plots, spec_search, summary
+from evo.compare import settings as settings_file
 from evo.compare.output import Comparison, reproduce
 from evo.errors import UserError
-from evo.private import private_dir
 
 
 def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str, int], seeds: int, programs: int,
@@ -25,15 +25,18 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     from evo import policies as registry
 
     trained = trained or {}
-    if (out / "compare.json").exists() or (out / "search").exists():
-        raise UserError(f"{out} already holds a comparison; pick another --out or remove it")
+    answers = {name: registry.answers_for(uri, forced.get(name, 0) or spec.search.answers) for name, uri in uris.items()}
+    recorded = settings_file.spec_settings(spec.path, uris, answers, overrides, seeds, programs, seed,
+                                           {name: t[0] for name, t in trained.items()})
+    settings_file.check(out, recorded, resume=False)
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
     made = not out.exists()
-    private_dir(out)
+    settings_file.record(out, recorded)
     try:
         runs = _search(spec, uris, loaded, overrides, forced, seeds, programs, seed, out, trained, quiet)
     except UserError as error:  # a comparison has no resume: what it began goes, so the same command runs again
         shutil.rmtree(out if made else out / "search", ignore_errors=True)
+        (out / settings_file.SETTINGS_FILE).unlink(missing_ok=True)
         raise UserError(f"{error}; evo compare kept nothing of this comparison in {out}: fix that and run the same "
                         "command again") from None
 
@@ -47,7 +50,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     result = {
         "spec": str(spec.path),
         "overrides": overrides,
-        "policies": {name: {"uri": uri, "answers": registry.answers_for(uri, forced.get(name, 0) or spec.search.answers),
+        "policies": {name: {"uri": uri, "answers": answers[name],
                             **({"train": trained[name][0]} if name in trained else {})}
                      for name, uri in uris.items()},
         "settings": {"seeds": seeds, "programs": programs, "first_seed": seed, "target": target,

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from evo.compare import plots, pools, search, summary
+from evo.compare import settings as settings_file
 from evo.compare.output import Comparison, reproduce
 from evo.compare.pools import Contender, Sampling
 from evo.compare.search import SearchProtocol
 from evo.errors import UserError
-from evo.private import private_dir
 
 
 def ks_of(text: str, pool: int) -> tuple[int, ...]:
@@ -51,12 +51,13 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
     for c in contenders:
         if pool % c.answers:
             raise UserError(f"--pool {pool} is not a multiple of {c.name}'s {c.answers} answers per completion")
-    if ((out / "compare.json").exists() or (out / "search").exists()) and not resume:
-        raise UserError(f"{out} already holds a comparison; continue a stopped one with --resume (same arguments), "
-                        "or pick another --out or remove it")
+    recorded = settings_file.task_settings(task_name, contenders, ks, instances, sampling, settings)
+    settings_file.check(out, recorded, resume)
+    if resume:
+        search.check_records(out / "search", contenders, settings)
     loaded = {c.name: registry.load(c.uri) for c in contenders}  # fail before any work
     held_out = pools.held_out(task, instances, sampling.seed, fronts=False)
-    private_dir(out)
+    settings_file.record(out, recorded)
 
     total = len(contenders) * (instances + settings.instances * settings.seeds)
     with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:
