@@ -138,10 +138,10 @@ class LoopConfig(RunOptions):
         """(programs per completion, completions per prompt) for the named policy."""
         return asked(dict(self.policy_answers).get(policy, self.answers), self.samples, self.answers_by)
 
-    @property
-    def max_reply_bytes(self) -> int:
-        """A longer reply is unparseable without being parsed (room for a program, its edits and prose)."""
-        return REPLY_FACTOR * self.max_program_bytes + REPLY_SLACK
+    def reply_cap(self, m: int = 1) -> int:
+        """A longer reply asked for `m` programs is unparseable without being parsed (room for
+        m programs, their edits and prose)."""
+        return m * REPLY_FACTOR * self.max_program_bytes + REPLY_SLACK
 
 
 def asked(m: int, samples: int, by: str) -> tuple[int, int]:
@@ -217,7 +217,7 @@ class Observer(Protocol):
 
 
 FLUSH_SECONDS = 0.5  # the longest a finished iteration waits for its database commit
-REPLY_FACTOR, REPLY_SLACK = 4, 4096  # the reply cap: REPLY_FACTOR x max_program_bytes + REPLY_SLACK bytes
+REPLY_FACTOR, REPLY_SLACK = 4, 4096  # the reply cap: m x REPLY_FACTOR x max_program_bytes + REPLY_SLACK bytes
 
 
 def iteration_rng(seed: int, iteration: int) -> np.random.Generator:
@@ -399,28 +399,34 @@ class Evolution:
 
     def _set_candidates(self, iteration: int, reply_index: int, island: int, prompt: Prompt, parents: tuple,
                         completion) -> list[Candidate]:
-        """The `prompt.answers` candidates of one set reply: each program parsed, failed or deduped alone."""
+        """The `prompt.answers` candidates of one set reply: each program parsed, failed or deduped alone.
+        The reply is journaled once, with its first unparseable program; the others name that slot."""
         m, reply = prompt.answers, None if completion is None else completion.text
-        problem = self._reply_problem(reply)
+        problem = self._reply_problem(reply, m)
         found = ([ParseFailure(problem)] * m if problem or reply is None
                  else prompt_sets.programs(prompt, reply, cut=completion.finish_reason == "length"))
-        made = []
+        made: list[Candidate] = []
+        kept_at = None  # the slot that journals the reply
         for k, program in enumerate(found):
             slot = reply_index * m + k
-            candidate = (self._unparsed(iteration, slot, island, parents, reply, program) if isinstance(program, ParseFailure)
-                         else self._proposed_program(iteration, slot, island, parents, program))
+            if isinstance(program, ParseFailure):
+                text = reply if kept_at is None else f"(the reply is journaled once, with slot {kept_at})"
+                kept_at = slot if kept_at is None else kept_at
+                candidate = self._unparsed(iteration, slot, island, parents, text, program, m)
+            else:
+                candidate = self._proposed_program(iteration, slot, island, parents, program)
             made.append(replace(candidate, answer=k))
         return made
 
-    def _reply_problem(self, reply: str | None) -> str:
+    def _reply_problem(self, reply: str | None, m: int = 1) -> str:
         if reply is None:
             return "the policy returned no completion for this prompt"
-        return reply_problem(reply, self.config.max_reply_bytes)
+        return reply_problem(reply, self.config.reply_cap(m))
 
     def _unparsed(self, iteration: int, slot: int, island: int, parents: tuple, reply: str | None,
-                  failure: ParseFailure) -> Candidate:
+                  failure: ParseFailure, m: int = 1) -> Candidate:
         self.progress.parse_errors += 1
-        kept = storable((reply or "")[:self.config.max_reply_bytes])  # what the journal keeps of it: bounded, valid text
+        kept = storable((reply or "")[:self.config.reply_cap(m)])  # what the journal keeps of it: bounded, valid text
         return Candidate(iteration, slot, island, kept, "", parents, PARSE_ERROR, str(failure))
 
     def _proposed_program(self, iteration: int, slot: int, island: int, parents: tuple, code: str) -> Candidate:
@@ -527,13 +533,13 @@ class Evolution:
 def reply_problem(reply: str, cap: int) -> str:
     """Why a reply is refused before parsing (over `cap` UTF-8 bytes, or not valid text), or ''."""
     if len(reply) > cap:
-        return f"the reply has {len(reply)} characters, over the {cap}-byte reply cap ({REPLY_FACTOR} x [search] max_program_bytes + {REPLY_SLACK})"
+        return f"the reply has {len(reply)} characters, over the {cap}-byte reply cap (programs asked x {REPLY_FACTOR} x [search] max_program_bytes + {REPLY_SLACK})"
     try:
         size = len(reply.encode("utf-8"))
     except UnicodeEncodeError as error:
         return f"the reply is not valid text (a lone surrogate at character {error.start}); it was not evaluated"
     if size > cap:
-        return f"the reply is {size} bytes, over the {cap}-byte reply cap ({REPLY_FACTOR} x [search] max_program_bytes + {REPLY_SLACK})"
+        return f"the reply is {size} bytes, over the {cap}-byte reply cap (programs asked x {REPLY_FACTOR} x [search] max_program_bytes + {REPLY_SLACK})"
     return ""
 
 

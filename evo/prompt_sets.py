@@ -16,8 +16,15 @@ and the reply split back into its m programs.
 `programs(prompt, reply, cut)` gives exactly m entries, each the text of a candidate program
 or the ParseFailure of that one program: a missing, malformed or cut-off program fails alone
 (`cut`: the reply ran into its token budget, so the last program it holds is incomplete).
-Only headings outside fenced code count, so a program's own `# Program 2` comment never
-splits it.
+A heading splits a reply only where the prompt asked for one: a line that is a markdown
+heading (`### Program k`, any level) or a bold one (`**Program k**`, `**Program k:** title`),
+outside fenced code and numbered next (1, then 2, ...); a `# Program k` line, which is also a
+Python comment, only when the reply's first heading is written so. Prose that names a
+program ("Program 1 uses ...") and a program's own `# Program 1` comment, fenced or not (a
+SEARCH/REPLACE edit is not fenced), stay in the program.
+
+`answers_asked(text, most)` reads m back from the project's own closing instruction only (the
+prompt's last paragraph, as `instruction` writes it), never from the programs a prompt shows.
 """
 
 from __future__ import annotations
@@ -31,8 +38,11 @@ from evo.prompts import ParseFailure, Prompt, cut_at_stop, fence_for, fenced, fe
 
 ANSWERS_FIELD = "{answers}"  # where a set_head file puts the number of programs
 NEXT = "EVOLVE-BLOCK-NEXT"  # the default separator line of a `continue` set: the START marker's syntax, this word
-_HEADING = re.compile(r"[ \t]{0,3}(?:#{1,6}[ \t]*|\*\*)?Program[ \t]+(\d+)\b.*", re.IGNORECASE)
-_ASKED = re.compile(r"Reply with (\d+) different ")
+# `### Program k` (then anything), or `**Program k**` (then nothing, or a title after a separator)
+_HEADING = re.compile(r"[ \t]{0,3}(?:(#{1,6})[ \t]+(?:\*\*)?|\*\*)Program[ \t]+0*(\d{1,9})(.*)", re.IGNORECASE)
+_BOLD_END = re.compile(r"[:.]\*\*.*|\*\*[ \t]*(?:[-:.(|\u2013\u2014].*)?")
+_ASKED = re.compile(r"Reply with (\d{1,9}) different (?:improved programs|improved versions of the current program), one "
+                    r"after the other: each under a heading line `### Program k` \(k = 1 to \1\), then .*", re.DOTALL)
 _FENCE = re.compile(r"[ \t]*(`{3,})")
 
 
@@ -70,10 +80,11 @@ def instruction(style: str, m: int, fence: str, objectives: Sequence[str] = (), 
             f"(k = 1 to {m}), then {form}. {_trade_off(objectives, minimize)}")
 
 
-def answers_asked(text: str) -> int:
-    """How many programs a chat-style prompt asks for (1 for a one-answer prompt)."""
-    found = _ASKED.findall(text)
-    return int(found[-1]) if found else 1
+def answers_asked(text: str, most: int) -> int:
+    """How many programs a chat-style prompt asks for, at most `most`: the m of its closing
+    instruction (its last paragraph, as `instruction` writes it); 1 for a one-answer prompt."""
+    found = _ASKED.fullmatch(text.rstrip("\n").rpartition("\n\n")[2])
+    return min(int(found.group(1)), most) if found else 1
 
 
 def widen(prompt: Prompt, m: int, *, objectives: Sequence[str] = (), minimize: Sequence[str] = (),
@@ -94,13 +105,31 @@ def widen(prompt: Prompt, m: int, *, objectives: Sequence[str] = (), minimize: S
     return replace(prompt, text=f"{body}\n\n{closing}\n", answers=m)
 
 
+def _heading(line: str) -> tuple[str, int] | None:
+    """(its form: the `#`s or "**", k) of a `Program k` heading line, else None."""
+    found = _HEADING.fullmatch(line)
+    if found is None:
+        return None
+    hashes, k, rest = found.groups()
+    if hashes and rest.startswith("**"):
+        rest = rest[2:]
+    if rest[:1].isalnum() or rest[:1] == "_" or (not hashes and not _BOLD_END.fullmatch(rest)):
+        return None  # `Program 12a`, `**Program 1** uses ...`: not a heading
+    return hashes or "**", int(k)
+
+
 def sections(reply: str) -> list[str]:
-    """The reply's parts under `Program k` headings outside fenced code, in order ([] without headings)."""
+    """The reply's parts under `Program k` headings outside fenced code, in order ([] without
+    headings): a heading counts when it is numbered next; one written like a comment
+    (`# Program k`) only when the reply's first heading was written so."""
     parts: list[list[str]] = []
+    first = ""  # the first heading's form: its `#`s or "**"
     fence = 0  # the backticks of the open fence, 0 outside code
     for line in reply.split("\n"):
         opening = _FENCE.match(line)
-        if fence == 0 and _HEADING.fullmatch(line):
+        heading = _heading(line) if fence == 0 else None
+        if heading is not None and heading[1] == len(parts) + 1 and (heading[0] != "#" or first in ("", "#")):
+            first = first or heading[0]
             parts.append([])
             continue
         if opening:

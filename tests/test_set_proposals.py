@@ -17,6 +17,7 @@ from evo import prompt_sets, prompts
 from evo.database import Database, DatabaseConfig, SearchSettings
 from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING
 from evo.loop import Evolution, LoopConfig, run
+from evo.policies import MAX_ANSWERS
 from evo.policies.base import Completion
 from evo.prompts import ParseFailure, Shown
 from evo.sandbox.pool import Sandbox
@@ -48,7 +49,8 @@ def test_chat_styles_ask_for_m_programs_naming_the_objectives(style):
     one = prompts.build(style, [BASE], rng=np.random.default_rng(0), objectives=("fa", "fb"))
     three = widened(style)
     assert prompt_sets.widen(one, 1) is one  # m = 1: the one-answer prompt itself
-    assert three.answers == 3 and prompt_sets.answers_asked(three.text) == 3 and prompt_sets.answers_asked(one.text) == 1
+    assert three.answers == 3 and prompt_sets.answers_asked(three.text, MAX_ANSWERS) == 3
+    assert prompt_sets.answers_asked(one.text, MAX_ANSWERS) == 1
     assert "### Program k" in three.text and "fa, fb (lower is better)" in three.text
     assert three.text.startswith(one.text.rpartition("\n\n")[0])  # the same context: only the closing instruction differs
     assert prompts.fenced_code(three.text) == prompts.fenced_code(one.text)  # the parent stays the last fenced block
@@ -164,7 +166,7 @@ def test_samples_way_asks_one_answer_prompts_m_times_as_often(tmp_path, sandbox)
     evolution, db = start(tmp_path, sandbox, config)
     group = evolution.ask()
     assert group.options["n"] == 6 and group.options["max_new_tokens"] == 50 and group.answers == 1
-    assert prompt_sets.answers_asked(group.texts[0]) == 1
+    assert prompt_sets.answers_asked(group.texts[0], MAX_ANSWERS) == 1
     candidates = evolution.tell(group, policy.generate(group.texts, **group.options))
     assert len(candidates) == 1 and len(db.journal.candidates()) == 6 and db.journal.reply_counts() == {"": 6}
 
@@ -265,7 +267,7 @@ def editing_server(server):
 
     def reply(body, i):
         prompt = body["messages"][0]["content"]
-        edits = [mutate_program(fenced_code(prompt), rng) for _ in range(prompt_sets.answers_asked(prompt))]
+        edits = [mutate_program(fenced_code(prompt), rng) for _ in range(prompt_sets.answers_asked(prompt, MAX_ANSWERS))]
         return "\n\n".join(f"### Program {k + 1}\n{fence_for(e)}python\n{e}{fence_for(e)}" for k, e in enumerate(edits))
 
     fake.reply = reply
@@ -286,7 +288,7 @@ def test_an_openai_server_answers_a_set_prompt_on_nguyen7(tmp_path, server):
     evo_run("examples/nguyen7/problem.toml", "--policy", f"openai:{fake.url}#tiny;chat", "--answers", "3",
             "--iterations", "4", "--out", str(tmp_path / "run"), "--set", "sandbox.workers=1")
     asked = [body["messages"][0]["content"] for body in fake.bodies]
-    assert len(asked) == 4 and all(prompt_sets.answers_asked(text) == 3 for text in asked)
+    assert len(asked) == 4 and all(prompt_sets.answers_asked(text, MAX_ANSWERS) == 3 for text in asked)
     assert all("r0, r1, r2" in text and "### Program k" in text for text in asked)
     with Database.open(tmp_path / "run", read_only=True) as db:
         rows = db.journal.candidates()

@@ -4,7 +4,9 @@ The parent is the LAST fenced ```python block in the prompt. Only the lines betw
 EVOLVE-BLOCK-START and EVOLVE-BLOCK-END change when those markers are present (otherwise the
 whole program). Every completion is one fenced block holding the whole edited program, and
 always parses as Python; a set prompt asking for m programs (evo/prompt_sets.py) gets m
-independent edits, each under its `### Program k` heading.
+independent edits, each under its `### Program k` heading. m is read from the prompt's
+closing instruction only (`answers_asked`: never from a program the prompt shows), and is at
+most MAX_ANSWERS.
 
 The edits: move a numeric constant, swap an operator, delete a statement. An edit that
 would put the same statement twice in one block is not made. A parent whose editable code
@@ -23,6 +25,7 @@ from typing import Any
 from dataclasses import dataclass
 
 from evo.errors import UserError
+from evo.policies import MAX_ANSWERS
 from evo.policies.base import Completion
 from evo.policies.options import Range, check_config, check_sampling, parse_option
 from evo.program import EvolveFile, MarkerError, split
@@ -162,7 +165,7 @@ class MutatePolicy:
                 out.append([Completion("", (), None, "stop") for _ in range(n)])
                 continue
             self._tell_if_nothing_to_vary(parent)
-            m = answers_asked(prompt)
+            m = answers_asked(prompt, MAX_ANSWERS)
             out.append([Completion(self._reply(parent, m, rng), (), None, "stop") for _ in range(n)])
         return out
 
