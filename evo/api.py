@@ -8,7 +8,12 @@ function and a policy, no file to write:
         return {"fit": -abs(f(3) - 10)}
 
     result = evolve(f, score, "mutate:", iterations=20)
-    print(result.best.code, result.best.scores)        # result.top, result.database (open: close it)
+    print(result.best.code, result.real_values(result.best))  # result.top, result.database (open: close it)
+
+`Program.scores` and `.scalar` are oriented (a minimized objective negated, higher is better);
+`result.real_values(program)` has the values the scorer reported. A Python policy's `generate`
+must return one list per prompt of exactly n Completions (evo.policies.base.check_replies);
+anything else, extra completions included, raises BadReplies (a TypeError and ValueError).
 
 A Python function as the scorer runs in this process (isolation "none": no time limit, the
 candidate's code runs here too, and `timeout=` is refused rather than ignored); name it
@@ -34,18 +39,28 @@ from evo.database.records import Program
 from evo.errors import UserError, WorkFailed
 from evo.loop import LoopConfig, Progress, run
 from evo.program import END, START
-from evo.scores import ERROR_KEY, FEEDBACK_KEY, unwrap
+from evo.scores import ERROR_KEY, FEEDBACK_KEY, real_values, unwrap
 
 
 @dataclass
 class Evolved:
-    """What `evolve` found: the best program, the `top` ones (best first), the open database."""
+    """What `evolve` found: the best program, the `top` ones (best first), the open database.
+
+    A Program's `scores` is the ORIENTED vector the search compares (higher is better, so a
+    minimized objective is stored negated) and its `scalar` the weighted sum of it;
+    `real_values(program)` gives the objectives by name as the scorer reported them."""
 
     best: Program | None
     top: list[Program]
     database: Database
     directory: Path
     progress: Progress
+
+    def real_values(self, program: Program) -> dict[str, float]:
+        """`program`'s objectives by name as the scorer reported them (minimized ones un-negated);
+        a failed program has none (ValueError)."""
+        config = self.database.config
+        return real_values(program.vector, config.objectives, config.minimize)
 
     def close(self) -> None:
         self.database.close()
@@ -59,14 +74,27 @@ class Evolved:
 
 def program_text(program: str | Callable) -> str:
     """The initial program: source text as given, or a function's source between the
-    EVOLVE-BLOCK markers (the whole function evolves)."""
+    EVOLVE-BLOCK markers (the whole function evolves). Text that is not valid UTF-8 (a lone
+    surrogate, which no file can hold) is refused in one line."""
     if isinstance(program, str):
-        return program
+        return valid_text(program)
     try:
         source = textwrap.dedent(inspect.getsource(program))
     except (OSError, TypeError):
         raise UserError(f"cannot read the source of {program!r}; pass the program as a string") from None
     return f"# {START}\n{source.rstrip()}\n# {END}\n"
+
+
+def valid_text(code: str) -> str:
+    """`code` when it can be written as UTF-8 (a candidate is a file), else UserError naming the character."""
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as error:
+        line = code.count("\n", 0, error.start) + 1
+        raise UserError(f"the program is not valid text: a lone surrogate {code[error.start]!r} at line {line} "
+                        f"(character {error.start}) cannot be written to a file; remove it, or write it as an "
+                        f"escape inside a string literal") from None
+    return code
 
 
 def initial_fails(kind: str, message: str) -> WorkFailed:

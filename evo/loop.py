@@ -57,6 +57,7 @@ from evo.database.journal import DUPLICATE, PARSE_ERROR, PENDING, Candidate
 from evo.database.records import Program
 from evo.feedback import FAILURES_SHOWN
 from evo.metrics import front
+from evo.policies.base import check_replies
 from evo.policy_mix import PolicyMix, PolicyTally
 from evo.program import split
 from evo.prompts import ParseFailure, Prompt, Shown
@@ -567,7 +568,8 @@ def run(evolution: Evolution, policy, evaluator: Evaluator,
         for observer in evolution.observers:
             observer.asking(group)
         chosen = policy[group.policy] if isinstance(policy, Mapping) else policy
-        return chosen.generate(group.texts, **group.options)
+        replies = chosen.generate(group.texts, **group.options)
+        return check_replies(replies, len(group.texts), group.options["n"], f"policy {group.policy!r}")
 
     evaluating: dict[Future, Candidate] = {evaluator.submit(c.code): c for c in evolution.unevaluated()}
     call: tuple[PromptGroup, Future] | None = None

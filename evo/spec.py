@@ -169,8 +169,10 @@ class _Table:
             self.fail(key, expected, value)
         return value
 
-    def integer(self, key: str, default: Any, low: int = 0) -> int:
-        return self.get(key, default, f"an integer >= {low}", lambda v: _is_int(v) and v >= low)
+    def integer(self, key: str, default: Any, low: int = 0, high: int | None = None) -> int:
+        if high is None:
+            return self.get(key, default, f"an integer >= {low}", lambda v: _is_int(v) and v >= low)
+        return self.get(key, default, f"an integer in {low}..{high}", lambda v: _is_int(v) and low <= v <= high)
 
     def number(self, key: str, default: Any, allow_zero: bool = False) -> float:
         what = "a finite number >= 0" if allow_zero else "a finite positive number"
@@ -368,7 +370,7 @@ def _search(t: _Table) -> SearchSettings:
     if unknown:
         t.fail("selection_options", f"options of {selection!r} ({', '.join(options_of(selection)) or 'none'})",
                unknown[0])
-    counts: dict[str, Any] = {name: t.integer(name, getattr(d, name), low=least)
+    counts: dict[str, Any] = {name: t.integer(name, getattr(d, name), low=least, high=d.MAXIMUM.get(name))
                               for name, least in low.items() if name != "islands"}
     return SearchSettings(
         islands=islands, topology=topology if isinstance(topology, str) else tuple((int(a), int(b)) for a, b in topology),

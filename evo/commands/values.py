@@ -29,19 +29,19 @@ def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
 
 
 def answers_pairs(values: tuple[str, ...], policies) -> dict[str, int]:
-    """`--answers NAME=M` (programs per reply for the named policy) into name -> M >= 1."""
+    """`--answers NAME=M` (programs per reply for the named policy) into name -> M in 1..[search] answers' maximum."""
     forced = parse_pairs(values, "--answers")
     unknown = sorted(set(forced) - set(policies))
     if unknown:
         raise UserError(f"--answers names {unknown}, which are not among the policies {sorted(policies)}")
-    answers = {}
+    answers, high = {}, specs.SearchSettings.MAXIMUM["answers"]
     for name, text in forced.items():
         try:
             answers[name] = int(text)
         except ValueError:
-            raise UserError(f"--answers {name}={text}: expected a positive integer") from None
-        if answers[name] < 1:
-            raise UserError(f"--answers {name}={text}: expected a positive integer")
+            answers[name] = 0
+        if not 1 <= answers[name] <= high:
+            raise UserError(f"--answers {name}={text}: expected an integer in 1..{high}")
     return answers
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
@@ -75,14 +76,21 @@ class SearchSettings:
         "inspirations": 0, "population_cap": 0, "samples_per_prompt": 1, "iterations": 1, "max_program_bytes": 1,
         "answers": 0,
     }
+    # the greatest (the spec reads it too): m programs per reply are m programs' worth of tokens and prompt
+    MAXIMUM: ClassVar[dict[str, int]] = {"answers": 64}
 
     def __post_init__(self) -> None:
         if not isinstance(self.topology, str):
             object.__setattr__(self, "topology", tuple(tuple(int(x) for x in edge) for edge in self.topology))
         object.__setattr__(self, "selection_options", dict(self.selection_options))
         for name, low in self.MINIMUM.items():
-            if int(getattr(self, name)) < low:
-                raise UserError(f"search.{name} must be >= {low}, got {getattr(self, name)!r}")
+            value, high = getattr(self, name), self.MAXIMUM.get(name)
+            integer = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            if not integer or not low <= int(value) <= (int(value) if high is None else high):
+                rule = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
+                meaning = " (0: the policy's own)" if name == "answers" else ""
+                raise UserError(f"search.{name} must be {rule}{meaning}, got {value!r}"[:300])
+            object.__setattr__(self, name, int(value))
         if isinstance(self.topology, str) and self.topology not in TOPOLOGIES:
             raise UserError(f"search.topology must be one of {', '.join(TOPOLOGIES)} or a list of [a, b] edges, got {self.topology!r}")
         check_name(self.selection)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 
+from evo.database.config import SearchSettings
 from evo.errors import UserError
 from evo.policies.base import Completion, Policy, Trainable
 from evo.policies.checkpoints import CHECKPOINTS, check_weights, resolve_checkpoint, shipped_checkpoints
@@ -18,7 +19,7 @@ from evo.policies.checkpoints import CHECKPOINTS, check_weights, resolve_checkpo
 SCHEMES = ("local", "openai", "vllm", "mutate")
 
 
-MAX_ANSWERS = 64  # programs per reply a checkpoint may say it writes
+MAX_ANSWERS = SearchSettings.MAXIMUM["answers"]  # programs per reply a checkpoint may say it writes
 
 
 def trained_answers(uri: str) -> int:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from evo.errors import UserError
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -30,8 +32,48 @@ class Policy(Protocol):
         seed: int | None = None,
         stop: Sequence[str] = (),
     ) -> list[list[Completion]]:
-        """Return, for each prompt, `n` completions (the prompt text is not included)."""
+        """Return, for each prompt, `n` completions (the prompt text is not included): a list
+        of len(prompts) lists of exactly `n` Completion objects whose `text` is a str. The loop
+        refuses anything else (check_replies), more completions than `n` included."""
         ...
+
+
+class BadReplies(UserError, TypeError, ValueError):
+    """A policy's `generate` returned something other than the Policy contract's shape: catch it
+    as UserError (the CLI's one line), TypeError (a wrong type) or ValueError (a wrong count)."""
+
+
+CONTRACT = "a list of one list per prompt, each of exactly n Completion objects (evo.policies.Completion, text a str)"
+
+
+def check_replies(replies: Any, prompts: int, n: int, policy: str = "the policy") -> list[list[Completion]]:
+    """`replies` when it is what `generate` must return for `prompts` prompts and `n` completions
+    each, else BadReplies saying what it must return and what it got (extra completions are
+    refused, not cut: a policy that returns more than asked has misread the call)."""
+    def bad(got: str) -> BadReplies:
+        return BadReplies(f"{policy}: generate() must return {CONTRACT}, for {prompts} prompts and n={n}; {got}"[:500])
+
+    if not isinstance(replies, (list, tuple)):
+        raise bad(f"it returned {_kind(replies)}")
+    if len(replies) != prompts:
+        raise bad(f"it returned {len(replies)} lists")
+    for i, row in enumerate(replies):
+        if not isinstance(row, (list, tuple)):
+            raise bad(f"prompt {i}'s entry is {_kind(row)}")
+        if len(row) != n:
+            raise bad(f"prompt {i}'s list holds {len(row)} completions")
+        for j, completion in enumerate(row):
+            if not isinstance(completion, Completion):
+                raise bad(f"prompt {i}'s completion {j} is {_kind(completion)}")
+            if not isinstance(completion.text, str):
+                raise bad(f"prompt {i}'s completion {j} has a text of {_kind(completion.text)}")
+    return [list(row) for row in replies]
+
+
+def _kind(value: Any) -> str:
+    """A short description of a wrong value: its type and the start of its repr."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40] + '...' if len(text) > 40 else text}"
 
 
 @runtime_checkable
