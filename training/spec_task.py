@@ -33,6 +33,7 @@ from evo.database.store import copy_store
 from evo.errors import UserError, WorkFailed
 from evo.loop import Committed, LoopConfig, PromptGroup, Told, auto_tokens
 from evo.scores import Evaluation
+from evo.policies.trained_for import SPEC_TASK
 from evo.search import Search
 from tasks.base import Instance, ParseError
 from training import search_signal
@@ -216,7 +217,7 @@ class SpecTask:
 
 
 
-TASK_PREFIX = "spec:"  # TrainConfig.task of a spec run: "spec:" + the spec's absolute path
+TASK_PREFIX = SPEC_TASK  # TrainConfig.task of a spec run: "spec:" + the spec's absolute path
 SOURCE_FILE = "spec_task.json"  # in the training run's directory, so --resume rebuilds the task
 
 

@@ -79,15 +79,19 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
                    instance_seed=search_instance_seed, pool=search_pool), out, resume=resume, quiet=quiet, command=line)
     else:
         from evo.compare import spec_mode
-        from evo.policies import fit
+        from evo.policies import answers_for, fit, trained_for
         from evo.run_dir import check_spec
 
         overrides = values.spec_overrides({}, sets)
         spec = check_spec(spec_path, overrides)
         uris = _policies(policies)
+        forced = values.answers_pairs(answers, uris)
         for uri in uris.values():  # a local: model too small for these prompts: before weights load and --out exists
             fit.check(spec, uri, fit.COMPARE_REMEDY)
-        forced = values.answers_pairs(answers, uris)
+        for name, uri in uris.items():  # a checkpoint trained for another task or set format: before any work
+            asked = answers_for(uri, forced.get(name, 0) or spec.search.answers)
+            for warning in trained_for.warnings(spec, uri, asked, f"--answers {name}="):
+                click.echo(warning, err=True)
         trained = _trainers(train, uris, train_every, train_options, spec, forced)
         comparison = spec_mode.compare(spec, uris, overrides, forced, seeds, programs, seed, out, trained=trained,
                                        quiet=quiet, command=line)

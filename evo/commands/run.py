@@ -40,7 +40,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
             train_options, **options) -> None:
     """Evolve the program of SPEC with a policy; resumable with --resume DIR."""
     from evo import policies, run_dir
-    from evo.policies import fit
+    from evo.policies import fit, trained_for
 
     loop_options = params.run_options_given(options)  # unset: the defaults, or a resumed run's stored values
     overrides = values.spec_overrides(options, sets)
@@ -59,6 +59,9 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
         PolicyMix.of(named, spec.search.policy_weights, spec.search.policy_choice)
         for uri in named.values():
             fit.check(spec, uri)  # a local: model too small for these prompts: before its weights load
+        for uri in named.values():  # a checkpoint trained for another task or set format: before any work
+            for warning in trained_for.warnings(spec, uri, policies.answers_for(uri, spec.search.answers)):
+                click.echo(warning, err=True)
     online = _online_settings(train_algo, train_every, train_options, resume_dir)
     if online is not None:
         if len(named) != 1:

@@ -30,12 +30,10 @@ def context_of(directory: Path) -> int | None:
 
 
 def task_of(directory: Path) -> str:
-    """The task a checkpoint was trained on (its pretrain.json or train_config.json), or '?'."""
-    for name in ("pretrain.json", "train_config.json"):
-        path = directory / name
-        if path.is_file():
-            return str(json.loads(path.read_text()).get("task", "?"))
-    return "?"
+    """The task a checkpoint was trained on (its train_config.json or pretrain.json), or '?'."""
+    from evo.policies.trained_for import recorded_task
+
+    return recorded_task(directory) or "?"
 
 
 def smallest_prompt(spec) -> str:
