@@ -5,6 +5,7 @@ Commands that need hours or a GPU are checked for their flags here, not run."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -104,7 +105,9 @@ def own_problem_block() -> str:
 
 
 def test_the_readmes_own_problem_path_runs_as_written(tmp_path):
-    """cp, check, run, show --failures, show --program, report: each exits 0 in a fresh folder."""
+    """cp, check, run, show --failures, show --program, report: each exits 0 in a fresh folder,
+    and the run (mutate:, the README's iterations, evo run's fixed default seed 0) improves on
+    the initial program, as the README says it does."""
     lines = [line.split("  #")[0].strip() for line in own_problem_block().splitlines() if line.strip()]
     example = re.match(r"cp -r (\S+) (\S+)", lines[0])
     shutil.copytree(ROOT / example.group(1), tmp_path / example.group(2))
@@ -115,3 +118,11 @@ def test_the_readmes_own_problem_path_runs_as_written(tmp_path):
                               text=True, timeout=600)
         assert done.returncode == 0, f"{line}: {done.stderr[-500:]}"
     assert (tmp_path / "runs" / "mine" / "report.html").exists()
+    run = json.loads((tmp_path / "runs" / "mine" / "run.json").read_text())
+    iterations = re.search(r"evo run .*--policy mutate: --iterations (\d+)", own_problem_block()).group(1)
+    assert run["policy"] == "mutate:" and run["seed"] == 0 and run["overrides"] == {"search.iterations": int(iterations)}
+    report, initial = (json.loads(subprocess.run([sys.executable, "-m", "evo", "show", "runs/mine", "--json", *more],
+                                                 cwd=tmp_path, capture_output=True, text=True, timeout=120).stdout)
+                       for more in ([], ["--program", "1"]))
+    assert initial["policy"] == "initial" and report["policies"]["mutate:"]["improvements"] >= 1, report["policies"]
+    assert report["best"]["scalar"] > initial["scalar"], (report["best"]["scalar"], initial["scalar"])

@@ -104,6 +104,33 @@ def test_no_edit_puts_a_statement_twice_in_a_block(seed: int, program: str) -> N
     assert repeated_statements(edited) == []  # "a += 2" moved to "a += 1" is refused too
 
 
+NAMED = """def f(a):
+    b = a + 1
+    c = b * 2
+    for i in range(3):
+        c += i
+    return c
+"""
+
+
+def test_no_deletion_leaves_a_name_read_but_never_assigned() -> None:
+    """Deleting `b = a + 1` or `c = b * 2` (the only assignments of names read later; `c += i`
+    reads c) is a certain NameError: not made. Deleting the loop or the return still happens."""
+    deleted = set()
+    for seed in range(300):
+        edited = mutate_source(NAMED, random.Random(seed), MutateConfig(max_edits=3))
+        scope: dict = {}
+        exec(edited, scope)
+        try:
+            scope["f"](1)
+        except NameError as error:  # UnboundLocalError included
+            raise AssertionError(f"seed {seed}: {error}\n{edited}") from None
+        except ArithmeticError:
+            pass  # a constant moved to 0 under a division: a failure mutate: cannot foresee
+        deleted |= {line for line in ("for i in", "return c") if line not in edited}
+    assert deleted == {"for i in", "return c"}
+
+
 @pytest.mark.slow
 def test_an_evo_runs_programs_hold_no_statement_twice(nguyen7_run) -> None:
     from evo.database import Database

@@ -9,7 +9,8 @@ closing instruction only (`answers_asked`: never from a program the prompt shows
 most MAX_ANSWERS.
 
 The edits: move a numeric constant, swap an operator, delete a statement. An edit that
-would put the same statement twice in one block is not made. A parent whose editable code
+would put the same statement twice in one block is not made, nor a deletion of the only
+assignment of a name the code still reads (a certain NameError). A parent whose editable code
 has no constant and no operator gets one line on stderr (once per policy): its children
 can only lose statements, so most of them repeat earlier ones.
 """
@@ -20,7 +21,8 @@ import ast
 import copy
 import random
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 from dataclasses import dataclass
 
@@ -240,12 +242,45 @@ def _statement_lists(tree: ast.AST, min_len: int) -> list[list[ast.stmt]]:
 
 
 def _delete_statement(tree: ast.AST, rng: random.Random, config: MutateConfig, dry: bool) -> bool:
-    lists = _statement_lists(tree, 2)  # never empty a block
+    names = _names(ast.walk(tree))
+    lists = [(body, free) for body in _statement_lists(tree, 2)  # never empty a block
+             if (free := [i for i, statement in enumerate(body) if _deletable(statement, names)])]
     if dry or not lists:
         return bool(lists)
-    body = rng.choice(lists)
-    del body[rng.randrange(len(body))]
+    body, free = rng.choice(lists)
+    del body[rng.choice(free)]
     return True
+
+
+def _deletable(statement: ast.stmt, names: tuple[Counter[str], Counter[str]]) -> bool:
+    """Whether deleting `statement` leaves bound every name the rest of the code reads
+    (`names`: the whole code's bindings and reads): deleting the only assignment of a name
+    still read is a NameError whatever the input."""
+    bound, read = names
+    bound_here, read_here = _names(ast.walk(statement))
+    return all(bound[name] > count or read[name] == read_here[name] for name, count in bound_here.items())
+
+
+def _names(nodes: Iterable[ast.AST]) -> tuple[Counter[str], Counter[str]]:
+    """How often each name is bound (assignment and loop targets, parameters, imports,
+    definitions) and read among these nodes (ast.walk order: `x += 1` reads x, binds nothing)."""
+    bound: Counter[str] = Counter()
+    read: Counter[str] = Counter()
+    updated: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.AugAssign):
+            updated.add(id(node.target))
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store) and id(node) not in updated else read)[node.id] += 1
+        elif isinstance(node, ast.arg):
+            bound[node.arg] += 1
+        elif isinstance(node, ast.alias):
+            bound[node.asname or node.name.split(".")[0]] += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound[node.name] += 1
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound[node.name] += 1
+    return bound, read
 
 
 def _common_indent(text: str) -> str:

@@ -1,6 +1,10 @@
 """Scorer for the function-minimization example: one objective per test function, each in
 [0, 1] (1 = the global minimum found), averaged over a few seeds. Each seed moves the
-function's minimum by a hidden shift, so a program cannot just return a known optimum."""
+function's minimum by a hidden shift, so a program cannot just return a known optimum.
+
+`f` takes one point (shape (dim,), returns a float) or a batch of k points (shape (k, dim),
+returns k values, counted as k calls): each call crosses from the candidate's process to
+this one, so a batch of points costs one round trip instead of k."""
 
 from __future__ import annotations
 
@@ -10,26 +14,25 @@ import numpy as np
 
 from evo.sandbox import candidate
 
-DIM, BUDGET, SEEDS = 5, 1000, (0, 1, 2)
+DIM, BUDGET, SEEDS = 5, 500, (0, 1, 2)
 
 
 def sphere(x):
-    return float(np.sum(x**2))
+    return np.sum(x**2, axis=-1)
 
 
 def rastrigin(x):
-    return float(10 * len(x) + np.sum(x**2 - 10 * np.cos(2 * np.pi * x)))
+    return 10 * x.shape[-1] + np.sum(x**2 - 10 * np.cos(2 * np.pi * x), axis=-1)
 
 
 def rosenbrock(x):
-    return float(np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2))
+    return np.sum(100 * (x[..., 1:] - x[..., :-1] ** 2) ** 2 + (1 - x[..., :-1]) ** 2, axis=-1)
 
 
 def ackley(x):
-    n = len(x)
-    return float(
-        -20 * np.exp(-0.2 * np.sqrt(np.sum(x**2) / n)) - np.exp(np.sum(np.cos(2 * np.pi * x)) / n) + 20 + math.e
-    )
+    n = x.shape[-1]
+    return (-20 * np.exp(-0.2 * np.sqrt(np.sum(x**2, axis=-1) / n)) - np.exp(np.sum(np.cos(2 * np.pi * x), axis=-1) / n)
+            + 20 + math.e)
 
 
 # name: (function, bounds, the gap to the minimum (0) that scores 0.5)
@@ -49,13 +52,14 @@ def _counted(f, budget):
     calls = [0]
 
     def wrapped(x):
-        calls[0] += 1
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[-1:] != (DIM,) or x.ndim > 2 or x.size == 0 or not np.all(np.isfinite(x)):
+            raise ValueError(f"expected finite points of shape ({DIM},) or (k, {DIM}), got {x.shape}")
+        calls[0] += 1 if x.ndim == 1 else len(x)
         if calls[0] > budget:
             raise BudgetExceeded(f"more than {budget} calls")
-        x = np.asarray(x, dtype=np.float64)
-        if x.shape != (DIM,) or not np.all(np.isfinite(x)):
-            raise ValueError(f"expected a finite point of shape ({DIM},), got {x.shape}")
-        return f(x)
+        y = f(x)
+        return float(y) if x.ndim == 1 else y
 
     return wrapped, calls
 
@@ -90,7 +94,7 @@ def evaluate(path):
             g = _shifted(f, shift)
             wrapped, calls = _counted(g, BUDGET)
             x = _point(minimize(wrapped, DIM, (low, high), BUDGET, np.random.default_rng(seed)), low, high)
-            gap = g(x) if x is not None else math.inf
+            gap = float(g(x)) if x is not None else math.inf
             values.append(half / (half + gap) if math.isfinite(gap) and gap >= 0 else 0.0)
             calls_used.append(calls[0] / BUDGET)
         scores[name] = float(np.mean(values))
