@@ -71,7 +71,7 @@ def scale_warning(sizes: dict[str, float], ratio: float = SCALE_RATIO) -> str | 
     known = {name: size for name, size in sizes.items() if size > 0}
     if len(known) < 2:
         return None
-    large, small = max(known, key=known.get), min(known, key=known.get)
+    large, small = max(known, key=known.__getitem__), min(known, key=known.__getitem__)
     if known[large] <= ratio * known[small]:
         return None
     return (f"warning: objective scales differ by more than {ratio:g}x ({large} about {known[large]:.3g}, "
