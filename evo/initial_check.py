@@ -9,6 +9,7 @@ import numpy as np
 
 
 OUTPUT_LINES, OUTPUT_CHARS = 20, 3000  # of the evaluation's captured output shown
+SCALE_RATIO = 10.0  # objectives whose sizes differ by more than this get `scale_warning`
 
 
 def output_tail(evaluation: Any) -> str:
@@ -46,3 +47,34 @@ def report(spec: Any, code: str, evaluation: Any) -> dict[str, Any]:
         "stage": evaluation.stage,
         "output": output_tail(evaluation),
     }
+
+
+def objective_sizes(spec: Any, reports: list[dict[str, Any]]) -> dict[str, float]:
+    """Each objective's size: the largest magnitude among the initial programs' scores, at least
+    the range a `[features.NAME] source = "objective:..."` declares for it, else at least 1 (an
+    initial score near 0 says nothing of an objective's scale; [0, 1] is the usual one)."""
+    declared: dict[str, float] = {}
+    for feature in spec.features:
+        name = feature.source.removeprefix("objective:")
+        if feature.source.startswith("objective:"):
+            declared[name] = max(declared.get(name, 0.0), *map(abs, feature.range))
+    sizes = {name: declared.get(name, 1.0) for name in spec.problem.objectives}
+    for report in reports:
+        for name, value in report.get("scores", {}).items():
+            sizes[name] = max(sizes[name], abs(value))
+    return sizes
+
+
+def scale_warning(sizes: dict[str, float], ratio: float = SCALE_RATIO) -> str | None:
+    """One line when the largest objective is more than `ratio` times the smallest
+    (`objective_sizes`), naming both and how to normalize; None otherwise."""
+    known = {name: size for name, size in sizes.items() if size > 0}
+    if len(known) < 2:
+        return None
+    large, small = max(known, key=known.__getitem__), min(known, key=known.__getitem__)
+    if known[large] <= ratio * known[small]:
+        return None
+    return (f"warning: objective scales differ by more than {ratio:g}x ({large} about {known[large]:.3g}, "
+            f"{small} about {known[small]:.3g}): {large} dominates the scalar and the per-objective plot; "
+            f"have the scorer divide each objective by a fixed typical size so all lie near [0, 1] "
+            f"(docs/spec.md, \"Objectives of unequal scale\")")

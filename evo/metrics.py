@@ -88,6 +88,17 @@ def front(vectors, d: int | None = None) -> np.ndarray:
     return kept[np.sort(first)]
 
 
+def on_front(vectors) -> np.ndarray:
+    """True for each row of (n, d) equal to a row of `front(vectors)` (every copy of a front
+    vector; -0.0 counts as 0.0): which programs are on the front (`Database.front`, `evo show`,
+    the report)."""
+    if len(vectors) == 0:
+        return np.zeros(0, dtype=bool)
+    rows = np.asarray(vectors, dtype=np.float64).reshape(len(vectors), -1) + 0.0  # + 0.0: -0.0 becomes 0.0
+    kept = {row.tobytes() for row in front(rows)}
+    return np.array([row.tobytes() in kept for row in rows], dtype=bool)
+
+
 def _pareto_mask_2d(vectors: np.ndarray) -> np.ndarray:
     """`pareto_mask` for two objectives in O(n log n): sorted by x (descending), a row is
     dominated when a row of larger x has a y as large, or a row of the same x a larger y."""

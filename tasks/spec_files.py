@@ -1,6 +1,6 @@
 """Writing a problem spec for `evo run`: the TOML tables from plain values, and the files beside it.
 
-    tables = problem_tables("nguyen7", "initial.py", ["r0", "r1"], features={"length": ("code_length", [0, 1000], 10)})
+    tables = problem_tables("nguyen7", "initial.py", ["r0", "r1"], target=1.0, features={"length": ("code_length", [0, 1000], 10)})
     scorer = scorer_file("nguyen7", "my_task.spec:score_program", {"DATA": json.dumps(data)})
     write_problem(directory, tables, {"initial.py": program, "score.py": scorer})
 """
@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,18 +55,25 @@ def write_problem(directory: Path, tables: Mapping[str, Mapping[str, Any]], file
     return spec
 
 
-def problem_tables(name: str, program: str, objectives: Sequence[str], *,
+def reachable(oracle_best: float) -> float:
+    """A spec's `[search] target` for an instance whose best scalar is `oracle_best`: rounded
+    down to six decimals, so the run's own scalar of the best program reaches it."""
+    return math.floor(oracle_best * 1e6) / 1e6
+
+
+def problem_tables(name: str, program: str, objectives: Sequence[str], *, target: float,
                    features: Mapping[str, tuple[str, Sequence[float], int]], isolation: str = "process",
                    timeout: float = 10.0, iterations: int = 200, style: str = "full",
                    weights: Sequence[float] | None = None) -> dict[str, dict[str, Any]]:
     """The tables of a task instance's spec: the program beside `score.py:evaluate`, MAP-Elites
-    `features` (name -> (source, range, bins)), lexicase selection up to the target 1.0."""
+    `features` (name -> (source, range, bins)), lexicase selection up to `target` (the
+    instance's oracle best scalar, `Task.oracle_best`, through `reachable`)."""
     problem = {"name": name, "program": program, "scorer": "score.py:evaluate", "objectives": list(objectives)}
     if weights is not None:
         problem["weights"] = list(weights)
     tables = {"problem": problem, "sandbox": {"isolation": isolation, "timeout": timeout}}
     for feature, (source, bounds, bins) in features.items():
         tables[f"features.{feature}"] = {"source": source, "range": list(bounds), "bins": bins}
-    tables["search"] = {"selection": "lexicase", "iterations": iterations, "target": 1.0}
+    tables["search"] = {"selection": "lexicase", "iterations": iterations, "target": reachable(target)}
     tables["prompt"] = {"style": style}
     return tables

@@ -80,3 +80,40 @@ def test_check_a_text_program(tmp_path):
     result = evo("check", "--json", str(tmp_path / "spec.toml"))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["scores"] == {"moves": 0.3}
+
+
+FOUR = """[problem]
+program = "initial.py"
+scorer = "score.py:evaluate"
+objectives = ["cost", "a", "b", "seconds"]
+minimize = ["cost", "seconds"]
+{features}
+[sandbox]
+isolation = "none"
+"""
+
+
+def four_objectives(tmp_path: Path, cost: float, features: str = "") -> Path:
+    """The issue's own problem: four objectives, two minimized, `cost` of its own scale."""
+    (tmp_path / "initial.py").write_text("x = 1\n")
+    (tmp_path / "score.py").write_text(f"def evaluate(path):\n    return {{'cost': {cost}, 'a': 0.4, 'b': 0.0, 'seconds': 0.02}}\n")
+    (tmp_path / "spec.toml").write_text(FOUR.format(features=features))
+    return tmp_path / "spec.toml"
+
+
+def test_objectives_of_unequal_scale_are_one_warning_with_the_fix(tmp_path):
+    spec = four_objectives(tmp_path, 21.0)
+    result = evo("check", "--json", str(spec))
+    assert result.returncode == 0 and json.loads(result.stdout)["scores"]["cost"] == 21.0  # stdout stays JSON
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("warning: objective scales differ by more than 10x (cost about 21, ")
+    assert "divide each objective by a fixed typical size" in line and "docs/spec.md" in line
+    assert "warning: objective scales" in evo("check", str(spec)).stderr
+    normalized = evo("check", str(four_objectives(tmp_path, 21.0 / 25)))
+    assert normalized.returncode == 0 and normalized.stderr == ""  # b = 0 and seconds = 0.02 say nothing of a scale
+
+
+def test_a_declared_objective_range_gives_its_scale(tmp_path):
+    declared = '\n[features.cost]\nsource = "objective:cost"\nrange = [-400.0, 0.0]\nbins = 4\n'
+    result = evo("check", str(four_objectives(tmp_path, 0.0, declared)))  # the initial program costs nothing
+    assert result.returncode == 0 and "(cost about 400, " in result.stderr

@@ -66,6 +66,19 @@ def test_diversity_and_pareto_match_loops(vectors):
     assert metrics.pareto_fraction(vectors) == pytest.approx(1 - np.mean(dominated))
 
 
+@given(small_vectors)
+@settings(max_examples=60, deadline=None)
+def test_on_front_marks_every_copy_of_a_front_vector(vectors):
+    """`on_front` (Database.front, the report): a row is on the front iff it equals a row of
+    `front`, which is iff no row dominates it; a minimized 0 (stored as -0.0) is a 0."""
+    rows = metrics.front(vectors)
+    expected = [any((row == v).all() for row in rows) for v in vectors]
+    assert list(metrics.on_front(vectors)) == expected == list(metrics.pareto_mask(vectors))
+    signed = np.copysign(vectors, np.where(np.arange(vectors.size).reshape(vectors.shape) % 2, -1.0, 1.0))
+    zeros = np.where(vectors == 0, signed, vectors)  # some zeros become -0.0: the same vectors
+    assert list(metrics.on_front(zeros)) == expected
+
+
 def test_spread_is_the_per_objective_std():
     v = np.array([[0.0, 1.0], [1.0, 1.0]])
     np.testing.assert_allclose(metrics.spread(v), [0.5, 0.0])

@@ -96,6 +96,21 @@ def test_init_and_evaluate_take_a_shipped_checkpoints_name(tmp_path):
     assert "maze-warmup" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
+def test_the_held_out_evaluation_shows_its_progress_unless_told_not_to():
+    def evaluate(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "evo", "pretrain", "--task", "maze", "--evaluate", "maze-warmup",
+                               "--eval-instances", "2", "--samples", "1", "--max-new-tokens", "8", "--threads", "1", *flags],
+                              capture_output=True, text=True, timeout=300)
+
+    shown = evaluate()
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "held-out maze" in shown.stderr and "4/4" in shown.stderr  # two instances, once per template
+    quiet = evaluate("--no-progress")
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    assert "held-out" not in quiet.stderr and "/4" not in quiet.stderr
+    assert json.loads(quiet.stdout.strip().splitlines()[-1])["instances"] == 2
+
+
 def test_held_out_scoring_follows_the_shared_completion_rules():
     from evo.policies.base import Completion
 

@@ -43,13 +43,66 @@ def test_the_gathered_data_matches_the_run(run):
     front = page["front"]
     points = np.array(front["points"])
     brute = [not any((q >= p).all() and (q > p).any() for q in points) for p in points]
-    assert front["front"] == brute and (front["x"], front["y"]) == ("fb", "fa")
+    assert front["front"] == brute and front["pairs"] == [["fb", "fa"]]
     steps = page["lineage"]
     assert steps[-1]["id"] == summary["best"]["id"] and steps[0]["parent"] is None
     assert all(step["parent"] == before["id"] for before, step in zip(steps, steps[1:]))
     assert page["grid"]["features"][0]["name"] == "length" and len(page["grid"]["values"]) == 4
     assert sum(v is not None for row in page["grid"]["values"] for v in row) >= 1
     assert sum(page["failures"].get(k, 0) for k in ("unparseable", "duplicate")) == summary["unparseable"] + summary["duplicates"]
+
+
+THREE = {"problem.toml": lambda text: text.replace('objectives = ["fa", "fb"]', 'objectives = ["fa", "fb", "fc"]\nminimize = ["fc"]'),
+         "score.py": lambda text: text.replace('"fb": 1.0 / (1.0 + abs(b + 1.0))}',
+                                               '"fb": 1.0 / (1.0 + abs(b + 1.0)), "fc": abs(float(ns["C"]) - 5.0)}')}
+
+
+def test_the_front_is_the_one_evo_show_prints_over_every_objective(problem, tmp_path):  # noqa: F811
+    """Three objectives (one minimized): the report's front is `evo show`'s, not the front of
+    the first two objectives, and every pair and every objective is drawn."""
+    for name, edit in THREE.items():
+        (problem.parent / name).write_text(edit((problem.parent / name).read_text()))
+    out = tmp_path / "three"
+    done = evo("run", str(problem), "--policy", "mutate:max_edits=3,scale=2", "--iterations", "12", "--seed", "1",
+               "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    page = gather(RunRecords.read(out))
+    front = page["front"]
+    assert front["objectives"] == ["fa", "fb", "fc"] and front["pairs"] == [["fa", "fb"], ["fa", "fc"], ["fb", "fc"]]
+    firsts: dict[tuple, int] = {}
+    for point, on, pid in zip(front["points"], front["front"], front["ids"]):
+        if on:
+            firsts.setdefault(tuple(point), pid)
+    shown = show(out)["pareto"]
+    assert sorted(firsts.values()) == sorted(entry["id"] for entry in shown) and front["distinct"] == len(shown)
+    assert {tuple(entry["scores"].values()) for entry in shown} == set(firsts)  # real values: fc as the scorer said
+    html = render(page)
+    assert html.count("Pareto front of ") == 3 and "Parallel coordinates of 3 objectives" in html
+    parallel = re.search(r'<svg[^>]*aria-label="Parallel coordinates.*?</svg>', html).group(0)
+    assert parallel.count('stroke="#d62728"') == len(shown)  # one red line per distinct front vector
+
+
+def three_objective_records() -> RunRecords:
+    """#4 is on the front of all three objectives, yet dominated by #3 in the first two."""
+    vectors = {1: [1.0, 0.0, 0.0], 2: [0.0, 1.0, 0.0], 3: [0.5, 0.5, 0.9], 4: [0.2, 0.2, 1.0], 5: [0.1, 0.1, 0.5]}
+    programs = {i: Program(i, f"x = {i}\n", f"h{i}", f"n{i}", 0, i - 1, np.array(v), float(np.mean(v)),
+                           parents=(i - 1,) if i > 1 else (), policy="p" if i > 1 else "initial")
+                for i, v in vectors.items()}
+    return RunRecords("three", ("a", "b", "c"), (), programs, (("p", "ok", 4),), 5)
+
+
+def test_a_program_on_the_front_of_all_objectives_is_red_in_every_panel():
+    page = gather(three_objective_records())
+    front = page["front"]
+    assert dict(zip(front["ids"], front["front"])) == {1: True, 2: True, 3: True, 4: True, 5: False}
+    html = render(page)
+    assert html.count('<svg class="chart"') == 2 + 3 + 1  # the curves, three pairs, parallel coordinates
+    assert "4 of 5 programs on the front over all 3 objectives" in html
+    panel = re.search(r'aria-label="Pareto front of a and b".*?</svg>', html).group(0)
+    assert re.search(r'fill="#d62728"><title>#4:', panel)  # dominated in (a, b), on the front all the same
+    assert "<polyline" not in panel  # no line joins a front that is not of these two objectives alone
+    chosen = gather(three_objective_records(), "c", "a")["front"]
+    assert chosen["pairs"] == [["c", "a"]] and chosen["front"] == front["front"]
 
 
 def test_the_best_so_far_axes_stop_at_the_runs_last_iteration(nguyen7_run):

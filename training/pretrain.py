@@ -37,6 +37,7 @@ class PretrainRequest:
     samples: int = 30
     max_new_tokens: int = 80
     temperature: float = 1.0
+    progress: bool = True  # progress bars on stderr: training steps, then held-out instances
 
 
 def run(request: PretrainRequest) -> dict:
@@ -59,7 +60,8 @@ def run(request: PretrainRequest) -> dict:
         measured = [*task.instances("train", 20, seed=config.seed), *held_out[:20]]
         context = context_for(task, measured, config.m, request.max_new_tokens, request.context)
         model, tokenizer, result = pretrain(task, request.task, request.size, request.arch, context, config,
-                                            Path(request.out), request.save_every, request.half, init)
+                                            Path(request.out), request.save_every, request.half, init,
+                                            request.progress)
     else:
         import torch
 
@@ -72,7 +74,7 @@ def run(request: PretrainRequest) -> dict:
         prompt = PromptFormat.of_checkpoint(evaluate or str(request.out), tokenizer)
         result.update(held_out_quality(model, tokenizer, task, held_out, samples=request.samples, m=config.m,
                                        max_new_tokens=request.max_new_tokens, temperature=request.temperature,
-                                       seed=config.seed, prompt_format=prompt))
+                                       seed=config.seed, prompt_format=prompt, progress=request.progress))
     if request.out is not None and evaluate is None:
         (Path(request.out) / "pretrain.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -100,25 +102,31 @@ def context_for(task, instances, m: int, max_new_tokens: int, asked: int | None)
 
 
 def held_out_quality(model, tokenizer, task, held_out, *, samples: int, max_new_tokens: int, m: int,
-                     temperature: float, seed: int, prompt_format: PromptFormat = PLAIN) -> dict:
+                     temperature: float, seed: int, prompt_format: PromptFormat = PLAIN, progress: bool = False) -> dict:
     """Single-answer quality (`samples` completions per instance), then the m-answer
-    template's with a matched pool (samples // m completions of m answers), keys prefixed."""
+    template's with a matched pool (samples // m completions of m answers), keys prefixed;
+    `progress`: a bar over the instances of both passes."""
+    from tqdm import tqdm
+
     from training.sft import evaluate
 
-    quality = evaluate(model, tokenizer, task, held_out, samples=samples, max_new_tokens=max_new_tokens,
-                       temperature=temperature, oracle=True, seed=seed, prompt_format=prompt_format)
-    multi = evaluate(model, tokenizer, task, held_out, samples=max(1, samples // m), m=m,
-                     max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=True, seed=seed,
-                     prompt_format=prompt_format)
+    with tqdm(total=2 * len(held_out), desc=f"held-out {task.name}", unit="inst", disable=not progress,
+              dynamic_ncols=True) as bar:
+        quality = evaluate(model, tokenizer, task, held_out, samples=samples, max_new_tokens=max_new_tokens,
+                           temperature=temperature, oracle=True, seed=seed, prompt_format=prompt_format,
+                           on_instance=bar.update)
+        multi = evaluate(model, tokenizer, task, held_out, samples=max(1, samples // m), m=m,
+                         max_new_tokens=m * max_new_tokens, temperature=temperature, oracle=True, seed=seed,
+                         prompt_format=prompt_format, on_instance=bar.update)
     quality.update({f"m{m}_{key}": value for key, value in multi.items()
                     if key not in ("instances", "temperature", "oracle_best", "m")})
     return quality
 
 
 def pretrain(task, task_name: str, size: str, arch: str, context: int, config: SFTConfig, out: Path, save_every: int,
-             half: bool, init: str | None = None) -> tuple:
+             half: bool, init: str | None = None, progress: bool = True) -> tuple:
     """Train a fresh tiny model (or continue `init`, in the prompt format it records) with a
-    progress bar and save it, its prompt format recorded (`record`); returns the model, the
+    progress bar (`progress`) and save it, its prompt format recorded (`record`); returns the model, the
     tokenizer and the training figures."""
     import torch
     from tqdm import tqdm
@@ -135,7 +143,7 @@ def pretrain(task, task_name: str, size: str, arch: str, context: int, config: S
         model, tokenizer = models.load(init)
     prompt = PromptFormat.of_checkpoint(init, tokenizer) if init is not None else PromptFormat.default(tokenizer)
     started, cpu_started = time.time(), time.process_time()
-    with tqdm(total=config.steps, desc=f"pretrain {task_name}", unit="step") as bar:
+    with tqdm(total=config.steps, desc=f"pretrain {task_name}", unit="step", disable=not progress) as bar:
         def on_step(step: int, loss: float) -> None:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}")

@@ -152,8 +152,10 @@ def score_completions(task: Task, instance: Instance, completions: Sequence[Comp
 
 def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, samples: int = 30, m: int = 1,
              max_new_tokens: int = 160, temperature: float = 1.0, seed: int = 0, oracle: bool = False,
-             weightings: int = 256, prompt_format: PromptFormat = PLAIN) -> dict[str, float]:
-    """Held-out quality of `samples` completions per instance in the `m`-answer template:
+             weightings: int = 256, prompt_format: PromptFormat = PLAIN,
+             on_instance: Callable[[], None] = lambda: None) -> dict[str, float]:
+    """Held-out quality of `samples` completions per instance in the `m`-answer template
+    (`on_instance` is called as each instance is done: a progress bar):
     parse rate (of completions), the rate of answers with a non-zero reward (for the maze:
     reaching the exit), mean scalar, and best@k over the k = samples * m answers.
 
@@ -179,6 +181,7 @@ def evaluate(model, tokenizer, task: Task, instances: Sequence[Instance], *, sam
         if oracle:
             optimum.append(task.oracle_best(instance))
             coverage.append(metrics.front_coverage(rows, task.oracle_front(instance), dirichlet))
+        on_instance()
     k = samples * m
     result = {
         "instances": len(instances), "samples": samples, "m": m, "temperature": temperature,

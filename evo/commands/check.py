@@ -1,6 +1,7 @@
 """`evo check SPEC [--json]`: load and validate a problem spec, evaluate its initial
 program(s) in the sandbox, print the score vector, the scalar and the features.
-Exit 0 when every initial program evaluates, 1 when one fails, 2 for a bad spec."""
+Exit 0 when every initial program evaluates, 1 when one fails, 2 for a bad spec; a warning
+on stderr when the objectives' scales differ by more than 10x."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def _show_output(output: str) -> None:
 def command(spec_path: Path, as_json: bool) -> int:
     """Validate SPEC and evaluate its initial program in the sandbox."""
     from evo import spec as spec_module
+    from evo.initial_check import objective_sizes, scale_warning
     from evo.initial_check import report as initial_report
     from evo.sandbox import Sandbox
 
@@ -71,10 +73,13 @@ def command(spec_path: Path, as_json: bool) -> int:
                 click.echo(f"minimize  {', '.join(spec.problem.minimize)} (shown as reported; the scalar and selection use -value)")
         evaluations = [future.result() for future in [sandbox.submit(code) for code in codes]]
     reports = [initial_report(spec, code, evaluation) for code, evaluation in zip(codes, evaluations)]
+    warning = scale_warning(objective_sizes(spec, reports))
     if as_json:
         payload = reports[0] if len(reports) == 1 else {"programs": reports}
         click.echo(json.dumps(payload))
     else:
         for program, report in zip(programs, reports):
             _show(program, report)
+    if warning is not None:
+        click.echo(warning, err=True)
     return 1 if any("error" in report for report in reports) else 0

@@ -46,11 +46,13 @@ def sft_option(*decls, **attrs):
               help="Continue training this checkpoint (a directory or a shipped name) instead of a fresh model.")
 @click.option("--evaluate", "evaluate_dir", type=click.Path(file_okay=False),
               help="Only evaluate this checkpoint (a directory or a shipped name; no training).")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Progress bars on stderr: the training steps, then the held-out evaluation.")
 def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: int, decay_steps: int,
             batch_size: int, lr: float,
             pool: int, multi_fraction: float, seed: int, threads: int, context: int | None, save_every: int, half: bool,
             eval_instances: int, samples: int, max_new_tokens: int, temperature: float,
-            init_dir: str | None, evaluate_dir: str | None) -> None:
+            init_dir: str | None, evaluate_dir: str | None, progress: bool) -> None:
     """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
     with the held-out quality."""
     from training.pretrain import PretrainRequest, run
@@ -61,4 +63,4 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
     click.echo(json.dumps(run(PretrainRequest(
         task_name, config, out=out_dir, size=size, arch=arch, context=context, save_every=save_every, half=half,
         init=init_dir, evaluate=evaluate_dir, eval_instances=eval_instances, samples=samples,
-        max_new_tokens=max_new_tokens, temperature=temperature))))
+        max_new_tokens=max_new_tokens, temperature=temperature, progress=progress))))

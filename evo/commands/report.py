@@ -13,8 +13,8 @@ from evo.errors import UserError
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="the HTML file to write (default DIR/report.html)")
-@click.option("--x", "x", metavar="OBJECTIVE", default=None, help="the Pareto front's x axis (default the first objective)")
-@click.option("--y", "y", metavar="OBJECTIVE", default=None, help="the Pareto front's y axis (default the second objective)")
+@click.option("--x", "x", metavar="OBJECTIVE", default=None, help="draw the front over this pair only (default: every pair of up to four objectives)")
+@click.option("--y", "y", metavar="OBJECTIVE", default=None, help="the pair's y axis (with --x; default the second objective)")
 def command(directory: Path, out: Path | None, x: str | None, y: str | None) -> None:
     """Write DIR/report.html: curves, Pareto front, MAP-Elites grid, lineage of the best, policies, failures."""
     from evo import report

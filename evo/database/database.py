@@ -27,7 +27,7 @@ from evo.database.records import Program, original_id
 from evo.database.store import Store
 from evo.errors import UserError
 from evo.features import MissingFeature, feature_values
-from evo.metrics import front
+from evo.metrics import on_front
 from evo.scores import Evaluation, scalarize, storable
 from evo.selection import select
 
@@ -353,8 +353,8 @@ class Database:
             programs = self.evaluated()
         if not programs:
             return []
-        rows = {row.tobytes() for row in front(np.stack([p.vector for p in programs]))}
-        return sorted((p for p in programs if np.asarray(p.vector, dtype=np.float64).tobytes() in rows), key=lambda p: p.id)
+        mask = on_front(np.stack([p.vector for p in programs]))
+        return sorted((p for p, on in zip(programs, mask) if on), key=lambda p: p.id)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from itertools import combinations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 from evo import failures as failure_messages
 from evo.database.archive import Grid
 from evo.database.config import FeatureConfig
-from evo.metrics import pareto_mask
+from evo.metrics import on_front
 from evo.database.records import Program, ancestry
 from evo.errors import UserError
 from evo.policy_mix import policy_table
@@ -91,17 +92,30 @@ def curves(programs: list[Program], objectives: tuple[str, ...], minimize: tuple
             "objectives": {name: scores[start:, j].tolist() for j, name in enumerate(objectives)}, "first": ok[0].value}
 
 
-def front(programs: list[Program], objectives: tuple[str, ...], x: str, y: str, minimize: tuple[str, ...] = ()) -> dict:
-    """Every successful program's (x, y) (real values) and which are on the Pareto front of those two."""
+PAIRED = 4  # up to this many objectives the front is drawn for every pair; beyond, the first pair
+
+
+def front(programs: list[Program], objectives: tuple[str, ...], x: str | None = None, y: str | None = None,
+          minimize: tuple[str, ...] = ()) -> dict:
+    """Every successful program's score vector (real values) and whether it is on the front over
+    ALL objectives (`evo.metrics.on_front`: the front `evo show` prints); `pairs`: the objectives
+    drawn against each other, (x, y) when given, else every pair up to PAIRED objectives, else
+    the first two (the page adds parallel coordinates of every objective)."""
     for name in (x, y):
-        if name not in objectives:
+        if name is not None and name not in objectives:
             raise UserError(f"--x/--y {name!r}: not an objective of this run; its objectives are {list(objectives)}")
     ok = [p for p in programs if p.ok]
-    i, j = objectives.index(x), objectives.index(y)
-    points = np.array([[p.vector[i], p.vector[j]] for p in ok]).reshape(-1, 2)
-    mask = pareto_mask(points) if len(points) else np.zeros(0, dtype=bool)
-    points = oriented(points, (x, y), minimize)
-    return {"x": x, "y": y, "points": points.tolist(), "front": mask.tolist(), "ids": [p.id for p in ok]}
+    vectors = np.array([p.vector for p in ok], dtype=np.float64).reshape(-1, len(objectives))
+    mask = on_front(vectors)
+    if x is not None or y is not None:
+        pairs = [(x or objectives[0], y or objectives[min(1, len(objectives) - 1)])]
+    elif len(objectives) <= PAIRED:
+        pairs = list(combinations(objectives, 2)) or [(objectives[0], objectives[0])]
+    else:
+        pairs = [(objectives[0], objectives[1])]
+    return {"objectives": list(objectives), "minimize": list(minimize), "pairs": [list(pair) for pair in pairs],
+            "points": oriented(vectors, objectives, minimize).tolist(), "front": mask.tolist(), "ids": [p.id for p in ok],
+            "distinct": len({row.tobytes() for row in vectors[mask] + 0.0})}
 
 
 def grid(programs: list[Program], features: tuple[FeatureConfig, ...]) -> dict | None:
@@ -162,11 +176,10 @@ def failures(programs: list[Program], statuses: tuple[tuple[str, str, int], ...]
 
 
 def gather(records: RunRecords, x: str | None = None, y: str | None = None) -> dict:
-    """Everything the page shows, as plain values; `x`, `y`: the front's objectives (default the first two)."""
+    """Everything the page shows, as plain values; `x`, `y`: the one pair of objectives to draw the
+    front over (default: every pair, `front`)."""
     programs = evaluated(records)
     objectives = records.objectives
-    x = x or objectives[0]
-    y = y or (objectives[1] if len(objectives) > 1 else objectives[0])
     ok = [p for p in programs if p.ok]
     best = max(ok, key=lambda p: (p.value, -p.id)) if ok else None
     return {

@@ -52,13 +52,22 @@ def _curves(page: dict) -> str:
 
 
 def _front(page: dict) -> str:
+    """The front over every objective (the one `evo show` prints), in red in each panel: a scatter
+    per pair of objectives, and parallel coordinates of all of them from three on."""
     f = page["front"]
     if not f["points"]:
         return '<p class="muted">No successful program yet.</p>'
+    names = f["objectives"]
+    charts = []
+    for x, y in f["pairs"]:
+        i, j = names.index(x), names.index(y)
+        charts.append(svg.scatter([[p[i], p[j]] for p in f["points"]], f["front"], f["ids"], x, y, joined=len(names) == 2))
+    if len(names) > 2:
+        charts.append(svg.parallel(f["points"], f["front"], f["ids"], names, f["minimize"]))
     on = sum(f["front"])
-    chart = svg.scatter(f["points"], f["front"], f["ids"], f["x"], f["y"])
-    return f'<div class="charts">{chart}</div><p>{on} of {len(f["points"])} programs on the front of ' \
-           f'{escape(f["x"])} and {escape(f["y"])}.</p>'
+    over = f"of {escape(names[0])} and {escape(names[1])}" if len(names) == 2 else f"over all {len(names)} objectives"
+    return (f'<div class="charts">{"".join(charts)}</div><p>{on} of {len(f["points"])} programs on the front {over} '
+            f'({f["distinct"]} distinct score vectors: the front <code>evo show</code> prints), red in every chart.</p>')
 
 
 def _grid(page: dict) -> str:

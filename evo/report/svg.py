@@ -1,5 +1,6 @@
-"""Inline SVG charts as strings: step lines, a scatter with its front, a heatmap. No script,
-no external reference; every text is escaped; hovering a mark shows its <title>."""
+"""Inline SVG charts as strings: step lines, a scatter with its front, parallel coordinates, a
+heatmap. No script, no external reference; every text is escaped; hovering a mark shows its
+<title>."""
 
 from __future__ import annotations
 
@@ -89,9 +90,9 @@ class Frame:
         return "".join(parts)
 
 
-def _svg(body: str, label: str, height: int = HEIGHT) -> str:
-    return (f'<svg class="chart" role="img" aria-label="{escape(label)}" viewBox="0 0 {WIDTH} {height}" '
-            f'width="{WIDTH}" height="{height}">{body}</svg>')
+def _svg(body: str, label: str, height: int = HEIGHT, width: int = WIDTH) -> str:
+    return (f'<svg class="chart" role="img" aria-label="{escape(label)}" viewBox="0 0 {width} {height}" '
+            f'width="{width}" height="{height}">{body}</svg>')
 
 
 def steps(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str, ylabel: str) -> str:
@@ -122,8 +123,10 @@ def steps(series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: st
     return _svg("".join(parts), f"{ylabel} by {xlabel}")
 
 
-def scatter(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Sequence[int], xlabel: str, ylabel: str) -> str:
-    """All points in grey, the Pareto front in red and joined by a line."""
+def scatter(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Sequence[int], xlabel: str, ylabel: str,
+            joined: bool = True) -> str:
+    """All points in grey, the Pareto front in red (`joined`: by a line, when the front is of
+    these two objectives alone)."""
     frame = Frame([p[0] for p in points], [p[1] for p in points], xlabel, ylabel)
     parts = [frame.axes()]
     for (x, y), on, pid in drawn(frame, points, front, ids):
@@ -131,13 +134,63 @@ def scatter(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Seque
         parts.append(f'<circle cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="{r}" fill="{color}">'
                      f'<title>#{pid}: {escape(xlabel)}={x:.4g}, {escape(ylabel)}={y:.4g}</title></circle>')
     line = sorted((x, y) for (x, y), on in zip(points, front) if on)
-    if len(line) > 1:
+    if joined and len(line) > 1:
         path = " ".join(f"{frame.px(x):.1f},{frame.py(y):.1f}" for x, y in line)
         parts.append(f'<polyline fill="none" stroke="#d62728" stroke-dasharray="4 3" points="{path}"/>')
     return _svg("".join(parts), f"Pareto front of {xlabel} and {ylabel}")
 
 
 MAX_POINTS = 4000  # circles drawn in one scatter at most (the page stays small whatever the run)
+MAX_LINES = 400  # lines drawn in parallel coordinates at most, of the front and of the rest each
+AXIS_GAP = 64  # pixels between two axes of parallel coordinates (the chart widens, up to MAX_WIDTH)
+MAX_WIDTH = 1160
+
+
+def thinned(items: list, limit: int) -> list:
+    """At most `limit` of `items`, evenly spaced (all of them when they fit)."""
+    return items if len(items) <= limit else items[:: -(-len(items) // limit)]
+
+
+def parallel(points: Sequence[Sequence[float]], front: Sequence[bool], ids: Sequence[int], names: Sequence[str],
+             minimize: Sequence[str] = ()) -> str:
+    """Parallel coordinates: one vertical axis per objective, each over its own span with the
+    better end up (a minimized one's low values at the top), one line per program: the front's
+    in red over the others in grey (the first of each distinct vector; at most MAX_LINES each)."""
+    d = len(names)
+    width = min(MAX_WIDTH, max(WIDTH, LEFT + RIGHT + AXIS_GAP * (d - 1)))
+    gap = (width - LEFT - RIGHT) / max(d - 1, 1)
+    spans = [_span([p[j] for p in points]) for j in range(d)]
+
+    def py(j: int, value: float) -> float:
+        low, high = spans[j]
+        t = (value - low) / (high - low)
+        return HEIGHT - BOTTOM - (1 - t if names[j] in minimize else t) * (HEIGHT - TOP - BOTTOM)
+
+    parts = []
+    for j, name in enumerate(names):
+        x = LEFT + j * gap
+        low, high = spans[j]
+        top, bottom = (low, high) if name in minimize else (high, low)
+        label = short(name, max(4, int(gap // 7))) + (" (min)" if name in minimize and gap >= 90 else "")
+        anchor = "end" if j == d - 1 and d > 1 else "middle"  # the last axis' label stays inside
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}" stroke="#999"/>'
+                     f'<text x="{x - 3:.1f}" y="{TOP + 8}" text-anchor="end">{top:.3g}</text>'
+                     f'<text x="{x - 3:.1f}" y="{HEIGHT - BOTTOM}" text-anchor="end">{bottom:.3g}</text>'
+                     f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="{anchor}">{escape(label)}'
+                     f'<title>{escape(name)}{" (minimized: lower is better, drawn up)" if name in minimize else ""}'
+                     '</title></text>')
+    distinct: dict[tuple, tuple] = {}
+    for point, on, pid in zip(points, front, ids):
+        distinct.setdefault((tuple(point), bool(on)), (point, bool(on), pid))
+    rest = thinned([item for item in distinct.values() if not item[1]], MAX_LINES)
+    best = thinned([item for item in distinct.values() if item[1]], MAX_LINES)
+    for point, on, pid in rest + best:  # the front drawn last, on top
+        path = " ".join(f"{LEFT + j * gap:.1f},{py(j, v):.1f}" for j, v in enumerate(point))
+        tip = ", ".join(f"{escape(n)}={v:.4g}" for n, v in zip(names, point))
+        stroke = 'stroke="#d62728" stroke-width="1.8"' if on else 'stroke="#bbb" stroke-width="1"'
+        parts.append(f'<polyline fill="none" {stroke} points="{path}"><title>#{pid}: {tip}</title></polyline>')
+    parts.append(f'<text x="{LEFT}" y="{HEIGHT - 8}">every objective, better up; the front in red</text>')
+    return _svg("".join(parts), f"Parallel coordinates of {len(names)} objectives", width=width)
 
 
 def drawn(frame: "Frame", points, front, ids) -> list[tuple]:
@@ -151,7 +204,7 @@ def drawn(frame: "Frame", points, front, ids) -> list[tuple]:
         on = [item for item in kept if item[1]][:MAX_POINTS]
         rest = [item for item in kept if not item[1]]
         room = MAX_POINTS - len(on)
-        kept = on + (rest[:: -(-len(rest) // room)] if room > 0 else [])
+        kept = on + (thinned(rest, room) if room > 0 else [])
     return sorted(kept, key=lambda item: bool(item[1]))  # the front drawn last, on top
 
 

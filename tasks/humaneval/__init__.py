@@ -112,7 +112,7 @@ class HumanEvalTask:
         return "\n\n".join(formats.fenced(answers[i]) for i in rng.permutation(m))
 
     def problem_spec(self, instance: Instance, directory: Path) -> Path:
-        return write_spec(instance.data, Path(directory), self.timeout)
+        return write_spec(instance.data, Path(directory), self.timeout, target=self.oracle_best(instance))
 
 
 __all__ = ["OBJECTIVES", "WIDTH", "HumanEvalTask", "MissingPackage", "padded"]

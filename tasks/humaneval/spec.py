@@ -29,10 +29,11 @@ def program_file(problem: HumanEvalProblem, body: str = BLANK_BODY) -> str:
     return f"{problem.prompt}    # EVOLVE-BLOCK-START\n{indented}\n    # EVOLVE-BLOCK-END\n"
 
 
-def write_spec(problem: HumanEvalProblem, directory: Path, timeout: float = TIMEOUT) -> Path:
+def write_spec(problem: HumanEvalProblem, directory: Path, timeout: float = TIMEOUT, target: float = 1.0) -> Path:
+    """The problem's spec; `target`: the best scalar (1: every test passes, as the reference does)."""
     tests = json.dumps(list(problem.tests), indent=1)
     tables = problem_tables("humaneval-" + problem.task_id.rpartition("/")[2], "solution.py",
-                            objectives(len(problem.tests)), timeout=round(len(problem.tests) * timeout + 10.0, 1),
+                            objectives(len(problem.tests)), target=target, timeout=round(len(problem.tests) * timeout + 10.0, 1),
                             iterations=100, features={"length": ("code_length", [0, 2000], 10)})
     scorer = scorer_file(f"{problem.task_id}, one objective per test", "tasks.humaneval.spec:score_file",
                          {"PROMPT": repr(problem.prompt), "ENTRY_POINT": repr(problem.entry_point), "TESTS": tests,

@@ -85,7 +85,7 @@ def set_head(task, instance) -> str | None:
 
 
 def write_spec(task, instance, directory: Path, initial: str, minimized: bool = False) -> Path:
-    """The maze's spec; `minimized`: every objective stated as the share left behind
+    """The maze's spec, its target the maze's oracle best scalar; `minimized`: every objective stated as the share left behind
     (`missing_<treasure>`, in [problem] minimize) and a bad route a failed evaluation
     (`score_missing_file`), as an own problem with minimized objectives would be."""
     from tasks.maze.formats import SEPARATOR
@@ -97,7 +97,7 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
     objectives = [prefix + name for name in task.objectives]
     treasures = [prefix + name for name in task.objectives if name not in ("completion", "avoid_lava")]
     tables = problem_tables(f"{task.name}-{instance.split}-{instance.index}{'-minimized' if minimized else ''}", "route.txt",
-                            objectives, weights=[1.0] * len(objectives), isolation="none", timeout=5.0, style="continue",
+                            objectives, target=task.oracle_best(instance), weights=[1.0] * len(objectives), isolation="none", timeout=5.0, style="continue",
                             features={name: (f"objective:{name}", [-1.0, 0.0] if minimized else [0.0, 1.0], 3)
                                       for name in treasures[:2]})
     if minimized:

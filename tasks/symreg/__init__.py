@@ -106,7 +106,7 @@ class SymregTask:
         from tasks.symreg.spec import write_instance_spec
 
         problem, data = instance.data
-        return write_instance_spec(problem.name, data, Path(directory))
+        return write_instance_spec(problem.name, data, Path(directory), target=self.oracle_best(instance))
 
 
 def problem(name: str) -> SymregProblem:

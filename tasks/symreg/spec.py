@@ -58,10 +58,11 @@ def set_head(table: Arrays, arity: int) -> str:
     return prompt_text(table, arity, 1).removesuffix("exprs 1\n") + "exprs {answers}\n"
 
 
-def _write(name: str, table: Arrays, arity: int, directory: Path, scorer: str, extra: dict[str, str]) -> Path:
+def _write(name: str, table: Arrays, arity: int, directory: Path, scorer: str, extra: dict[str, str],
+           target: float) -> Path:
     from tasks.symreg import SEPARATOR
 
-    tables = problem_tables(name, PROGRAM_FILE, OBJECTIVES, weights=[1.0] * REGIONS, isolation="none", timeout=10.0,
+    tables = problem_tables(name, PROGRAM_FILE, OBJECTIVES, target=target, weights=[1.0] * REGIONS, isolation="none", timeout=10.0,
                             style="continue", features={"length": ("scorer:length", [0, 200], 10)})
     tables["prompt"].update(set_head=SET_HEAD_FILE, separator=SEPARATOR)
     files = {PROGRAM_FILE: program_text(table, arity, initial_expression(table, arity)),
@@ -69,20 +70,22 @@ def _write(name: str, table: Arrays, arity: int, directory: Path, scorer: str, e
     return write_problem(directory, tables, {**files, "score.py": scorer})
 
 
-def write_instance_spec(name: str, data: Dataset, directory: Path) -> Path:
-    """The spec of a task instance (its points are rebuilt from formula, ranges and seed)."""
+def write_instance_spec(name: str, data: Dataset, directory: Path, target: float = 1.0) -> Path:
+    """The spec of a task instance (its points are rebuilt from formula, ranges and seed);
+    `target`: its oracle best scalar (1: the formula is exact in every region)."""
     literal = json.dumps({"formula": data.formula, "ranges": [list(r) for r in data.ranges], "seed": data.seed})
     scorer = scorer_file(name, "tasks.symreg.spec:score_instance", {"DATA": literal})
-    return _write(name, arrays(data), data.arity, Path(directory), scorer, {})
+    return _write(name, arrays(data), data.arity, Path(directory), scorer, {}, target)
 
 
 def write_points_spec(name: str, table: Arrays, directory: Path) -> Path:
-    """The spec of given points (`points.npz` beside the scorer holds them)."""
+    """The spec of given points (`points.npz` beside the scorer holds them), up to a fit exact in
+    every region (target 1; no oracle knows better)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     np.savez(directory / POINTS_FILE, **{key: getattr(table, key) for key in Arrays.__dataclass_fields__})
     scorer = scorer_file(name, "tasks.symreg.spec:score_points", {"SCORER": "__file__"})
-    return _write(name, table, table.X_eval.shape[1], directory, scorer, {})
+    return _write(name, table, table.X_eval.shape[1], directory, scorer, {}, 1.0)
 
 
 def score_block(text: str, table: Arrays, arity: int) -> dict[str, float]:
