@@ -6,7 +6,7 @@ whole program). Every completion is one fenced block holding the whole edited pr
 always parses as Python; a set prompt asking for m programs (evo/prompt_sets.py) gets m
 independent edits, each under its `### Program k` heading. m is read from the prompt's
 closing instruction only (`answers_asked`: never from a program the prompt shows), and is at
-most MAX_ANSWERS.
+most SearchSettings.MAXIMUM["answers"].
 
 The edits: move a numeric constant, swap an operator, delete a statement. An edit that
 would put the same statement twice in one block is not made, nor a deletion of the only
@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from dataclasses import dataclass
 
+from evo.database.config import SearchSettings
 from evo.errors import UserError
-from evo.policies import MAX_ANSWERS
 from evo.policies.base import Completion
 from evo.policies.options import Range, check_config, check_sampling, parse_option
 from evo.program import EvolveFile, MarkerError, split
@@ -167,7 +167,7 @@ class MutatePolicy:
                 out.append([Completion("", (), None, "stop") for _ in range(n)])
                 continue
             self._tell_if_nothing_to_vary(parent)
-            m = answers_asked(prompt, MAX_ANSWERS)
+            m = answers_asked(prompt, SearchSettings.MAXIMUM["answers"])
             out.append([Completion(self._reply(parent, m, rng), (), None, "stop") for _ in range(n)])
         return out
 
