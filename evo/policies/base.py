@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 
+FINISH_REASONS = ("stop", "length")  # eos or a stop string; hit max_new_tokens (every policy maps to one)
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] | None = None  # one per token id, under the sampling distribution
-    finish_reason: str = "stop"  # "stop" (eos or stop string) | "length" (hit max_new_tokens)
+    finish_reason: str = "stop"  # one of FINISH_REASONS
 
 
 @runtime_checkable
