@@ -142,19 +142,67 @@ def test_a_damaged_state_file_is_one_line_and_nothing_else_changes(run, damage):
     assert {p: p.read_bytes() for p in before} == before
 
 
-@pytest.mark.parametrize("damage", ["not json", '{"asked": 0}', "token", "asked as text", "missing"])
-def test_a_damaged_group_file_is_one_line(run, damage):
-    group = run / "online" / "groups" / "00000001.json"  # trained on by the next step
-    data = json.loads(group.read_text())
-    if damage == "token":
-        data["completions"][0][1] = [10**9]
-    elif damage == "asked as text":
-        data["asked"] = "0"
+GROUP_DAMAGES = {  # name -> (what it does to a group file's JSON, words of the one line)
+    "token": (lambda g: g["completions"][0].__setitem__(1, [10**9]), "not a group"),
+    "asked as text": (lambda g: g.update(asked="0"), "not a group"),
+    "asked 2**70": (lambda g: g.update(asked=2**70), "after its own iteration"),
+    "asked -1": (lambda g: g.update(asked=-1), "not a group"),
+    "no prompt": (lambda g: g.update(prompt=[]), "no prompt token ids"),
+    "no token ids": (lambda g: g["completions"][2].__setitem__(1, []), "completion 2 has text but no token ids"),
+    "finish unknown": (lambda g: g["completions"][0].__setitem__(2, "\x1b[2Jweird"), "not one of stop, length"),
+    "a completion fewer": (lambda g: g["completions"].pop(), "holds 3 completions", "journals 4 per prompt"),
+    "a completion more": (lambda g: g["completions"].append(g["completions"][0]), "holds 5 completions"),
+}
+
+
+def damage_group(run, damage: str) -> tuple[str, ...]:
+    """Damage iteration 1's group file (trained on by the next step); the words its line says."""
+    group = run / "online" / "groups" / "00000001.json"
     if damage == "missing":
         group.unlink()
-    else:
-        group.write_text(damage if damage.startswith(("not", "{")) else json.dumps(data))
-    one_line(resume(run), "00000001.json")
+        return ()
+    if damage not in GROUP_DAMAGES:
+        group.write_text(damage)
+        return ()
+    data = json.loads(group.read_text())
+    change, *words = GROUP_DAMAGES[damage]
+    change(data)
+    group.write_text(json.dumps(data))
+    return tuple(words)
+
+
+@pytest.mark.parametrize("damage", ["not json", '{"asked": 0}', "missing", "asked 2**70", "no prompt", "a completion fewer"])
+def test_a_damaged_group_file_is_one_line_naming_it(run, damage):
+    words = damage_group(run, damage)
+    one_line(resume(run), "00000001.json", "start a new run", *words)
+
+
+@pytest.mark.parametrize("damage", ["missing", *GROUP_DAMAGES])
+def test_a_group_file_that_is_not_the_runs_is_refused_naming_it(run, damage):
+    from training.online_files import Group
+
+    words = damage_group(run, damage)
+    with pytest.raises(UserError) as refusal:
+        Group.read(run / "online", 1, vocabulary=100, d=3, completions=4)
+    line = str(refusal.value)
+    assert "00000001.json" in line and "start a new run" in line and all(w in line for w in words), line
+    assert "\x1b" not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("kind, damage", [
+    ("groups", lambda g: g["completions"].pop()), ("groups", lambda g: g.update(asked=2**70)),
+    ("outcomes", lambda o: o["kinds"].pop()),
+], ids=["a completion fewer", "asked 2**70", "an outcome slot fewer"])
+def test_a_damaged_file_a_later_step_trains_on_is_refused_before_any_training(run, kind, damage):
+    """The resume would take step 2 (iteration 1) before it reads iteration 2's files: it is
+    refused before that step, with the state, the metrics and the journal as they were."""
+    path = run / "online" / kind / "00000002.json"
+    data = json.loads(path.read_text())
+    damage(data)
+    path.write_text(json.dumps(data))
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "run.lock"}
+    one_line(resume(run), f"{kind}/00000002.json", "start a new run")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "run.lock"} == before
 
 
 def test_a_partial_last_metrics_line_is_left_out_by_show_and_report(run):

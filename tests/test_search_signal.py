@@ -156,7 +156,7 @@ def test_both_commands_give_the_same_rewards_for_the_same_proposals(tmp_path):
                 Group(told.group.start, (1, 2), completions, told.front).write(directory, told.group.start + offset)
             for iteration, committed in recorder.outcomes.items():
                 Outcome(*search_signal.outcome(committed.candidates, committed.evaluations, 4, 3)).write(directory, iteration)
-            groups = [Group.read(directory, i, 10, 3) for i in (2, 3)]
+            groups = [Group.read(directory, i, 10, 3, 4) for i in (2, 3)]
             outcomes = [Outcome.read(directory, i, 4, 3, len(search_signal.KINDS)) for i in (2, 3)]
             online = proposals_of(groups, outcomes, 1)
             np.testing.assert_array_equal(search_signal.rewards(online, rule, failures).reshape(-1, 1, 3), rewards)

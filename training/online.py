@@ -271,13 +271,33 @@ class Learner:
 
     def _resume(self) -> None:
         loaded = load_state(self.directory, self.state.model, self.state.optimizer)
-        if loaded is None:
-            return
-        self.state.step, self.seconds = loaded
-        self.policy.push(self.state.model)
-        truncate_metrics(self.directory / METRICS_FILE, self.state.step)  # a kill between a step's line and its state
-        self.history = read_metrics(self.directory / METRICS_FILE)
-        self.stopped = read_stopped(self.directory.parent) or self._idle()
+        if loaded is not None:
+            self.state.step, self.seconds = loaded
+            truncate_metrics(self.directory / METRICS_FILE, self.state.step)  # a kill between a step's line and its state
+            self.history = read_metrics(self.directory / METRICS_FILE)
+            self.stopped = read_stopped(self.directory.parent) or self._idle()
+        if not self.stopped:
+            self._check_recorded()  # before any step, and before the weights reach the policy's engine
+        if loaded is not None:
+            self.policy.push(self.state.model)
+
+    def _check_recorded(self) -> None:
+        """Before any step of a resumed run: every group and outcome its next steps will train on
+        (the earlier sessions' files of iterations >= step x every) reads back as the run's, or
+        one line names the first that does not."""
+        first = self.state.step * self.settings.every
+        for name, read in ((GROUPS, self._group), (OUTCOMES, self._outcome)):
+            for path in sorted((self.directory / name).glob("[0-9]" * 8 + ".json")):
+                if int(path.stem) >= first:
+                    read(int(path.stem))
+
+    def _group(self, iteration: int) -> Group:
+        vocabulary = self.state.model.get_input_embeddings().num_embeddings
+        return Group.read(self.directory, iteration, vocabulary, len(self.objectives), self.group)
+
+    def _outcome(self, iteration: int) -> Outcome:
+        return Outcome.read(self.directory, iteration, self.group * self.answers, len(self.objectives),
+                            len(search_signal.KINDS))
 
     def _save(self, record: dict) -> None:
         """The step's metrics line, then the state (a kill between the two: the line is cut on resume)."""
@@ -320,15 +340,8 @@ class Learner:
         """Step k's training data: the recorded groups of `iterations` and what they became."""
         from training.engines import as_rollout
 
-        d, state = len(self.objectives), self.state
-        vocabulary = state.model.get_input_embeddings().num_embeddings
-        groups = [Group.read(self.directory, i, vocabulary, d) for i in iterations]
-        if any(len(group.completions) != self.group for group in groups):
-            raise damaged(self.directory / GROUPS, f"the groups of iterations {iterations[0]}-{iterations[-1]} do not "
-                          f"hold {self.group} completions each (the run's settings may have changed)",
-                          move_online(self.directory.parent))
-        outcomes = [Outcome.read(self.directory, i, self.group * self.answers, d, len(search_signal.KINDS))
-                    for i in iterations]
+        state = self.state
+        groups, outcomes = [self._group(i) for i in iterations], [self._outcome(i) for i in iterations]
         proposals = proposals_of(groups, outcomes, self.answers)
         kinds, fronts = proposals.kinds, proposals.fronts
         truncated = np.array([group.truncated for group in groups])

@@ -9,7 +9,10 @@ typed and validated on read (the JSON settings and metrics: evo/training_log.py)
                               as training/search_signal.outcome makes it: one entry per journal slot)
 
 Every failure to read or write them is a one-line UserError that names the file and what to
-do; a failed save leaves the previous state in place.
+do; a failed save leaves the previous state in place. A group is checked against the run it is
+read for (group_problem): G completions as the loop asks and journals them, each finished by
+stop or length, token ids below the vocabulary and present wherever there is text, a prompt,
+`asked` no later than its own iteration.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import torch
 
 from evo.errors import UserError
+from evo.policies.base import FINISH_REASONS
 from evo.training_log import damaged, move_online, write_atomic
 
 STATE_FILE, GROUPS, OUTCOMES = "state.pt", "groups", "outcomes"
@@ -115,22 +119,41 @@ class Group:
         write_atomic(directory / GROUPS / f"{iteration:08d}.json", json.dumps(data))
 
     @classmethod
-    def read(cls, directory: Path, iteration: int, vocabulary: int, d: int) -> "Group":
-        """The group of `iteration`; token ids must be below `vocabulary` (the model's embedding
-        rows), the front's rows `d` finite scores."""
+    def read(cls, directory: Path, iteration: int, vocabulary: int, d: int, completions: int) -> "Group":
+        """The group of `iteration`, checked against the run: `completions` of them (G, as the
+        loop asks and journals them), token ids below `vocabulary` (the model's embedding rows),
+        the front's rows `d` finite scores; a damaged file is one line naming it."""
         path = directory / GROUPS / f"{iteration:08d}.json"
         raw = _read_json(path, "the run's groups are written before the loop journals them")
-        ids = lambda v: isinstance(v, list) and all(_count(t) and t < vocabulary for t in v)  # noqa: E731
-        row = lambda c: (isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and ids(c[1])  # noqa: E731
-                         and isinstance(c[2], str))
-        if not (isinstance(raw, dict) and set(raw) == {"asked", "prompt", "completions", "front"} and _count(raw["asked"])
-                and ids(raw["prompt"]) and isinstance(raw["completions"], list) and raw["completions"]
-                and all(map(row, raw["completions"])) and isinstance(raw["front"], list)
-                and all(_vector(v, d) for v in raw["front"])):
-            raise damaged(path, f"not a group of completions (token ids below {vocabulary}, a front of {d} objectives)",
-                          move_online(directory.parent))
+        problem = group_problem(raw, iteration, vocabulary, d, completions)
+        if problem:
+            raise damaged(path, problem, move_online(directory.parent))
         return cls(raw["asked"], tuple(raw["prompt"]), tuple((t, tuple(i), f) for t, i, f in raw["completions"]),
                    np.array(raw["front"], dtype=np.float64).reshape(-1, d))
+
+
+def group_problem(raw: object, iteration: int, vocabulary: int, d: int, completions: int) -> str:
+    """Why `raw` (a group file's JSON) is not iteration `iteration`'s group of `completions`
+    completions, or '' when it is."""
+    ids = lambda v: isinstance(v, list) and all(_count(t) and t < vocabulary for t in v)  # noqa: E731
+    row = lambda c: isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and ids(c[1])  # noqa: E731
+    if not (isinstance(raw, dict) and set(raw) == {"asked", "prompt", "completions", "front"} and _count(raw["asked"])
+            and ids(raw["prompt"]) and isinstance(raw["completions"], list) and all(map(row, raw["completions"]))
+            and isinstance(raw["front"], list) and all(_vector(v, d) for v in raw["front"])):
+        return f"not a group of completions (token ids below {vocabulary}, a front of {d} objectives)"
+    if len(raw["completions"]) != completions:
+        return (f"holds {len(raw['completions'])} completions, and the run asks and journals {completions} per prompt "
+                "(the file was edited, or the run's settings changed)")
+    if raw["asked"] > iteration:
+        return f"asked at iteration {raw['asked']}, after its own iteration {iteration}"
+    if not raw["prompt"]:
+        return "no prompt token ids"
+    for j, (text, token_ids, finish) in enumerate(raw["completions"]):
+        if finish not in FINISH_REASONS:
+            return f"completion {j} finished by {str(finish)[:20]!r}, not one of {', '.join(FINISH_REASONS)}"
+        if text and not token_ids:
+            return f"completion {j} has text but no token ids"
+    return ""
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,15 @@ from typing import Any, Protocol, runtime_checkable
 from evo.errors import UserError
 
 
+FINISH_REASONS = ("stop", "length")  # eos or a stop string; hit max_new_tokens (every policy maps to one)
+
+
 @dataclass(frozen=True)
 class Completion:
     text: str
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] | None = None  # one per token id, under the sampling distribution
-    finish_reason: str = "stop"  # "stop" (eos or stop string) | "length" (hit max_new_tokens)
+    finish_reason: str = "stop"  # one of FINISH_REASONS
 
 
 @runtime_checkable
