@@ -153,6 +153,22 @@ def test_search_instance_seed_picks_the_hard_instances(tmp_path):
     assert {i.index for i in first}.isdisjoint(seen["initial_optimal"])
 
 
+def test_hard_below_counts_a_pool_near_the_optimum_as_reaching_it():
+    """A pool whose best is a constant's score reaches the optimum only as a fraction of it."""
+    import tasks
+    from evo.compare.pools import Contender
+    from evo.scores import scalarize
+
+    task = tasks.get("symreg")
+    instance = task.instances("test", 1, seed=5)[0]
+    constant = Scripted(["0.5"])
+    near = float(scalarize(task.score(instance, ["0.5"]), task.weights)[0]) / task.oracle_best(instance)
+    assert 0 < near < 1
+    reach = [search.pools_reach(task, [instance], [Contender("c", "c", 1)], {"c": constant}, 2, 0, fraction)[0]
+             for fraction in (1.0, near + 1e-6, near - 1e-3)]
+    assert reach == [False, False, True]
+
+
 @pytest.mark.slow
 def test_hard_rule_drops_instances_a_pool_solves(tmp_path):
     """A trained model's pool of 30 reaches the optimum on some easy mazes: those are dropped; a
@@ -196,11 +212,15 @@ def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     assert set(data["sampling"]["one"]) >= {"best@1", "best@6", "pass@1", "diversity", "pareto_fraction"}
     assert set(data["search"]["set"]) == {"success", "final_best", "area_best", "final_hypervolume"}
     assert data["settings"]["search"] == {"instances": 1, "seeds": 1, "programs": 24, "instance_seed": 5, "pool": 0,
-                                          "points": 8, "scan": 20}
+                                          "hard_below": 1.0, "points": 8, "scan": 20}
     records = {p.parent.parent.name: json.loads(p.read_text()) for p in (out / "search").glob("*/*/record.json")}
     assert records["one"]["iterations"] == 6 and records["set"]["iterations"] == 2  # 4 replies of 1 or of 3 programs
     assert len(records["one"]["best"]) == len(records["set"]["best"]) == 24  # the same budget in programs
     assert len(records["set"]["tokens"]) == 2 and records["set"]["tokens"][-1] > 0
+    for record in records.values():  # distinct evaluations and the best worst objective, after each program
+        distinct, floor = np.array(record["distinct"]), np.array(record["floor"])
+        assert len(distinct) == len(floor) == 24 and (np.diff(distinct) >= 0).all() and distinct[-1] <= 24
+        assert (np.diff(floor) >= 0).all() and (floor <= np.array(record["best"]) + 1e-9).all()
     assert (out / "compare.md").read_text().startswith("# evo compare: maze")
     again = evo("compare", "--task", "maze", "--policy", f"one={uri}", "--out", str(out), cwd=tmp_path)
     assert again.returncode == 2 and "already holds a comparison" in again.stderr and "--resume" in again.stderr

@@ -45,6 +45,8 @@ def spec_option(*decls, **attrs):
              help="programs proposed per search run, the same for every policy (a reply of m programs counts m)")
 @task_option("--search-pool", default=SearchProtocol.pool, type=click.IntRange(0),
              help="hard instances: no policy's pool of this many sampled answers reaches the optimum (0: only the initial program's rule)")
+@task_option("--search-hard-below", default=SearchProtocol.hard_below, type=click.FloatRange(0, 1, min_open=True),
+             help="hard instances: no policy's pool comes within this fraction of the optimum (default 1: reaches it)")
 @task_option("--search-instance-seed", default=SearchProtocol.instance_seed, type=int,
              help="seed of the hard search instances (test split), apart from --seed's sampling instances")
 @task_option("--resume", is_flag=True, help="continue a stopped comparison in --out (same arguments; other settings are refused): finished search runs are kept")
@@ -59,7 +61,7 @@ def spec_option(*decls, **attrs):
 @spec_option("--train-option", "train_options", multiple=True, metavar="KEY=VALUE", help="--train: as evo run --train-option")
 @params.compare_options
 def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_per_answer, search_instances, search_seeds,
-            search_programs, search_pool, search_instance_seed, resume, seeds, programs, sets, train, train_every,
+            search_programs, search_pool, search_hard_below, search_instance_seed, resume, seeds, programs, sets, train, train_every,
             train_options, policies, answers, seed, out, as_json, quiet) -> None:
     """Compare policies on a task family (--task T: matched-budget sampling metrics, then evolutionary search)
     or by evolutionary search on your own problem (--spec PROBLEM.toml)."""
@@ -76,7 +78,7 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
             task_name, uris, values.answers_pairs(answers, uris), k_text, instances,
             Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed),
             SearchProtocol(instances=search_instances, seeds=search_seeds, programs=search_programs,
-                   instance_seed=search_instance_seed, pool=search_pool), out, resume=resume, quiet=quiet, command=line)
+                   instance_seed=search_instance_seed, pool=search_pool, hard_below=search_hard_below), out, resume=resume, quiet=quiet, command=line)
     else:
         from evo.compare import spec_mode
         from evo.policies import answers_for, fit, trained_for

@@ -11,7 +11,8 @@ spaced budget points, and whether the optimum was reached. Runs spend their whol
 
 Hard instances follow a rule fixed before any run: the instance's initial program is off the
 optimum, AND no compared policy's sampling pool of `pool` answers reaches it (0: the first
-rule alone). The first `instances` test-split instances of `instance_seed` that pass are kept.
+rule alone); with `hard_below` < 1, no pool comes within that fraction of it. The first
+`instances` test-split instances of `instance_seed` that pass are kept.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class SearchProtocol:
     programs: int = 240  # programs proposed per run, the same for every policy
     instance_seed: int = 777  # seed of the test-split instances the hard ones are picked from
     pool: int = 30  # the hard rule's sampling pool per policy (0: the initial-program rule alone)
+    hard_below: float = 1.0  # hard: no pool reaches this fraction of the optimum (1: the optimum itself)
     points: int = 8  # budget points at which the archive's hypervolume is measured
     scan: int = 20  # instances scanned per hard instance asked for, at most
 
@@ -75,8 +77,8 @@ def initial_off_optimum(task: Task, instance: Instance, directory: Path) -> bool
 
 
 def pools_reach(task: Task, instances: list[Instance], contenders, loaded: Mapping[str, Policy], pool: int,
-                seed: int) -> np.ndarray:
-    """(instances,) whether any contender's pool of `pool` sampled answers reaches the optimum."""
+                seed: int, fraction: float = 1.0) -> np.ndarray:
+    """(instances,) whether any contender's pool of `pool` sampled answers reaches `fraction` of the optimum."""
     from evo.compare.pools import Sampling, sample_pool
     from evo.scores import scalarize
 
@@ -85,7 +87,7 @@ def pools_reach(task: Task, instances: list[Instance], contenders, loaded: Mappi
     for contender in contenders:
         sampling = Sampling(pool=pool - pool % contender.answers or contender.answers, temperature=1.0, seed=seed)
         vectors = sample_pool(loaded[contender.name], task, instances, contender.answers, sampling)
-        reached |= scalarize(vectors, task.weights).max(axis=1) >= optimum - 1e-9
+        reached |= scalarize(vectors, task.weights).max(axis=1) >= fraction * optimum - 1e-9
     return reached
 
 
@@ -103,7 +105,7 @@ def hard_instances(task: Task, search: SearchProtocol, directory: Path, contende
         off = [i for i in chunk if initial_off_optimum(task, i, directory / f"check-{i.index}")]
         record["initial_optimal"] += sorted({i.index for i in chunk} - {i.index for i in off})
         if search.pool and off:
-            reached = pools_reach(task, off, contenders, loaded, search.pool, search.instance_seed + start)
+            reached = pools_reach(task, off, contenders, loaded, search.pool, search.instance_seed + start, search.hard_below)
             record["pool_reached"] += [i.index for i, r in zip(off, reached) if r]
             off = [i for i, r in zip(off, reached) if not r]
         chosen += off
