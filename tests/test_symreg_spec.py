@@ -129,6 +129,16 @@ def test_a_csv_becomes_a_spec_with_one_command(tmp_path):
     evo("run", str(spec), "--policy", "mutate:", "--iterations", "12", "--out", str(tmp_path / "run"), "--quiet")
 
 
+def test_the_shipped_regression_example_is_the_curve_docs_name(tmp_path):
+    """examples/regression/data.csv (docs/tasks.md's compare example): its truth is exact there."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "regression" / "data.csv"
+    done = subprocess.run([sys.executable, "-m", "tasks.symreg.csv", str(example), "--out", str(tmp_path / "fit")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    truth = scorer(tmp_path / "fit")(with_block(tmp_path / "fit", "x0**3 + x0**2 + x0"))
+    assert truth["exact"] == 1.0 and min(truth[name] for name in REGION_NAMES) > 0.9999  # y is written to 6 decimals
+
+
 def test_a_bad_csv_is_one_clear_line(tmp_path):
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     done = subprocess.run([sys.executable, "-m", "tasks.symreg.csv", str(tmp_path / "bad.csv"), "--out",

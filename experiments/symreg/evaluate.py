@@ -44,9 +44,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     task = tasks.get("symreg")
     held = held_out(task, args.instances, args.seed, fronts=False)
-    results: dict = {"settings": vars(args), "models": {}}
-    for spec in args.models:
+    saved = Path(args.out + ".json")
+    results: dict = json.loads(saved.read_text()) if saved.is_file() else {"settings": vars(args), "models": {}}
+    if {k: v for k, v in results["settings"].items() if k != "models"} != {k: v for k, v in vars(args).items() if k != "models"}:
+        raise SystemExit(f"{saved} holds another evaluation's settings; pick another --out")
+    for spec in args.models:  # written after each model; a model already in --out's JSON is kept (resumable)
         name, _, rest = spec.partition("=")
+        if name in results["models"]:
+            continue
         directory, _, m_text = rest.partition(":")
         m = int(m_text or 1)
         policy = policies.load(f"local:{directory}", device="cpu")
@@ -58,8 +63,8 @@ def main() -> None:
         results["models"][name] = {"directory": directory, "m": m, "mean": means(per), "per_instance": per,
                                    "seconds": round(time.time() - started, 1)}
         print(name, json.dumps(results["models"][name]["mean"]), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out + ".json").write_text(json.dumps(results, indent=1) + "\n")
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(json.dumps(results, indent=1) + "\n")
     lines = [f"{args.instances} symreg test instances (seed {args.seed}); pools of {POOL} answers, temperature "
              f"{args.temperature}; oracle best = 1.0.", "",
              "| model | m | valid | best@1 | best@30 / oracle | exact (any) | front width | diversity (valid) |",
