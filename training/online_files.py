@@ -128,6 +128,7 @@ class Group:
         problem = group_problem(raw, iteration, vocabulary, d, completions)
         if problem:
             raise damaged(path, problem, move_online(directory.parent))
+        assert isinstance(raw, dict)  # group_problem checked its shape
         return cls(raw["asked"], tuple(raw["prompt"]), tuple((t, tuple(i), f) for t, i, f in raw["completions"]),
                    np.array(raw["front"], dtype=np.float64).reshape(-1, d))
 
