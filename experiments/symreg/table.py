@@ -1,7 +1,8 @@
 """The symreg sampling table on fresh instance seeds: per model and seed the means of
 evaluate.py's figures, and paired differences of method groups pooled over the seeds (each
 method's seeds averaged per instance, then paired over every instance of every instance seed;
-bootstrap 95% CI and Wilcoxon p, evo.metrics.paired_test).
+bootstrap 95% CI and Wilcoxon p, evo.metrics.paired_test), over every instance and over those
+whose formula is not one bare variable.
 
     python experiments/symreg/table.py experiments/symreg/eval/table-5151.json experiments/symreg/eval/table-6262.json \\
         --method vpo=vpo-s0,vpo-s1 --method grpo=grpo-s0,grpo-s1,grpo-s2 --method warmup3=warmup3 \\
@@ -37,6 +38,17 @@ def method_values(evaluations: list[dict], members: list[str], figure: str) -> n
     return np.concatenate(rows)
 
 
+def bare_variables(evaluations: list[dict]) -> np.ndarray:
+    """(instances of every seed,) whether the instance's formula is one bare variable (x0, x1, ...):
+    the generator draws x0 for about a fifth of its formulas, and one constant answer gets them all."""
+    import tasks
+
+    task = tasks.get("symreg")
+    return np.concatenate([[i.data[0].formula.strip() in {f"x{k}" for k in range(9)}
+                            for i in task.instances("test", e["settings"]["instances"], seed=e["settings"]["seed"])]
+                           for e in evaluations])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("evaluations", nargs="+", type=Path, help="evaluate.py JSON files, one per instance seed")
@@ -60,11 +72,13 @@ def main() -> None:
                 lines.append(f"| {name} | {seed} | {model['m']} | " + " | ".join(f"{row[f]:.3f}" for f in FIGURES) + " |")
     lines += ["", "Paired over every instance of every seed (each method's seeds averaged per instance):", "",
               "| pair | instances | " + " | ".join(PAIRED) + " |", "|---|---|" + "---|" * len(PAIRED)]
-    for pair in args.pair:
-        a, b = pair.split(":")
+    bare = bare_variables(evaluations)
+    rows = [(pair, slice(None)) for pair in args.pair] + [(pair + ":nontrivial", ~bare) for pair in args.pair]
+    for pair, keep in rows:
+        a, b = pair.split(":")[:2]
         cells, entry = [], {}
         for figure in PAIRED:
-            left, right = (method_values(evaluations, methods[m], figure) for m in (a, b))
+            left, right = (method_values(evaluations, methods[m], figure)[keep] for m in (a, b))
             test = metrics.paired_test(left, right, resamples=4000)
             entry[figure] = {"a": float(left.mean()), "b": float(right.mean()), "difference": test.mean_difference,
                              "ci95": [test.low, test.high], "p": test.p_value, "instances": len(left)}
@@ -72,9 +86,11 @@ def main() -> None:
         ratio = entry["diversity_valid"]["a"] / max(entry["diversity_valid"]["b"], 1e-12)
         entry["diversity_ratio"] = ratio
         result["pairs"][pair] = entry
-        lines.append(f"| {a} - {b} | {entry['best@1']['instances']} | " + " | ".join(cells) + " |")
-    lines += ["", "Methods: " + "; ".join(f"{n} = {', '.join(m)}" for n, m in methods.items()) + ". Diversity ratios: "
-              + "; ".join(f"{p.replace(':', ' / ')} {e['diversity_ratio']:.1f}x" for p, e in result["pairs"].items()) + "."]
+        label = f"{a} - {b}" + (", formula not a bare variable" if pair.endswith(":nontrivial") else "")
+        lines.append(f"| {label} | {entry['best@1']['instances']} | " + " | ".join(cells) + " |")
+    lines += ["", f"{int(bare.sum())} of {len(bare)} instances have a bare variable as their formula.", "Methods: " + "; ".join(f"{n} = {', '.join(m)}" for n, m in methods.items()) + ". Diversity ratios: "
+              + "; ".join(f"{p.replace(':', ' / ')} {e['diversity_ratio']:.1f}x" for p, e in result["pairs"].items()
+                       if not p.endswith(":nontrivial")) + "."]
     result["methods"] = methods
     Path(args.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
