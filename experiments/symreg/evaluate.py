@@ -28,6 +28,8 @@ def main() -> None:
     parser.add_argument("models", nargs="+", help="NAME=DIR or NAME=DIR:M (M answers per completion)")
     parser.add_argument("--instances", type=int, default=100)
     parser.add_argument("--seed", type=int, default=4545, help="the test split's instance seed")
+    parser.add_argument("--split", choices=("test", "benchmark"), default="test",
+                        help="benchmark: the 26 named problems (Nguyen-1..12, 14 Feynman), --instances 26")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--tokens-per-answer", type=int, default=96)
     parser.add_argument("--batch", type=int, default=10, help="instances per policy call")
@@ -43,7 +45,15 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     task = tasks.get("symreg")
-    held = held_out(task, args.instances, args.seed, fronts=False)
+    if args.split == "benchmark":  # the named problems, each once; the truth scores 1 as in the test split
+        import numpy as np
+
+        from evo.compare.pools import HeldOut
+
+        named = task.instances("benchmark", args.instances, seed=args.seed)
+        held = HeldOut(named, np.array([task.oracle_best(i) for i in named]), None)
+    else:
+        held = held_out(task, args.instances, args.seed, fronts=False)
     saved = Path(args.out + ".json")
     results: dict = json.loads(saved.read_text()) if saved.is_file() else {"settings": vars(args), "models": {}}
     if {k: v for k, v in results["settings"].items() if k != "models"} != {k: v for k, v in vars(args).items() if k != "models"}:
@@ -60,6 +70,7 @@ def main() -> None:
         started, texts = time.time(), []
         vectors = sample_pool(policy, task, held.instances, m, sampling, texts=texts)
         per = figures(task, held, vectors, exact_counts(task, held.instances, texts, m))
+        results["instances"] = [i.data[0].name for i in held.instances] if args.split == "benchmark" else None
         results["models"][name] = {"directory": directory, "m": m, "mean": means(per), "per_instance": per,
                                    "seconds": round(time.time() - started, 1)}
         print(name, json.dumps(results["models"][name]["mean"]), flush=True)
