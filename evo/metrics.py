@@ -165,14 +165,20 @@ def spread(vectors: np.ndarray) -> np.ndarray:
 
 def hypervolume(vectors: np.ndarray, reference: np.ndarray) -> float:
     """Volume dominated by the rows of (n, d) (maximization) above `reference`, d in 1..4."""
+    if not 1 <= np.shape(reference)[0] <= 4:
+        raise ValueError(f"hypervolume needs 1 <= d <= 4 (hypervolume_estimate: any d); got a reference of {np.shape(reference)}")
+    points, reference = _front_above(vectors, reference)
+    return _sweep(points, reference) if len(points) else 0.0
+
+
+def _front_above(vectors: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The non-dominated rows of (n, d) `vectors` strictly above the (d,) `reference`, as floats."""
     vectors = np.asarray(vectors, dtype=np.float64)
     reference = np.asarray(reference, dtype=np.float64)
-    if vectors.ndim != 2 or vectors.shape[1] != reference.shape[0] or not 1 <= reference.shape[0] <= 4:
-        raise ValueError(f"hypervolume needs (n, d) vectors with 1 <= d <= 4 and a (d,) reference; got {vectors.shape}, {reference.shape}")
+    if vectors.ndim != 2 or reference.ndim != 1 or vectors.shape[1] != reference.shape[0]:
+        raise ValueError(f"hypervolume needs (n, d) vectors and a (d,) reference; got {vectors.shape}, {reference.shape}")
     points = vectors[(vectors > reference).all(axis=1)]
-    if len(points) == 0:
-        return 0.0
-    return _sweep(points[pareto_mask(points)], reference)
+    return (points[pareto_mask(points)] if len(points) else points), reference
 
 
 def hypervolume_estimate(vectors: np.ndarray, reference: np.ndarray, samples: int = 100_000, seed: int = 0) -> float:
@@ -180,14 +186,9 @@ def hypervolume_estimate(vectors: np.ndarray, reference: np.ndarray, samples: in
     share of `samples` uniform points of the box [reference, the rows' maximum] that some row
     dominates, times the box's volume. Deterministic for a seed; the box is the points' own, so
     the share is large and its relative standard error small (one point: exact)."""
-    vectors = np.asarray(vectors, dtype=np.float64)
-    reference = np.asarray(reference, dtype=np.float64)
-    if vectors.ndim != 2 or vectors.shape[1] != reference.shape[0]:
-        raise ValueError(f"hypervolume needs (n, d) vectors and a (d,) reference; got {vectors.shape}, {reference.shape}")
-    points = vectors[(vectors > reference).all(axis=1)]
+    points, reference = _front_above(vectors, reference)
     if len(points) == 0:
         return 0.0
-    points = points[pareto_mask(points)]
     top = points.max(axis=0)
     box = float(np.prod(top - reference))
     if len(points) == 1:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from evo import metrics
-from evo.compare.spec_search import best_curve, hypervolume_curve, iterations_for, run_vectors
+from evo.compare.spec_search import best_curve, floor_curve, hypervolume_curve, iterations_for, run_vectors
 from evo.errors import UserError
 from evo.policies.base import Policy
 from tasks.base import Instance, Task
@@ -137,24 +137,15 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     front = np.asarray(task.oracle_front(instance), dtype=np.float64)[:, : len(weights)]
     volume_of = metrics.hypervolume if len(weights) <= 4 else metrics.hypervolume_estimate  # exact up to 4 objectives
     marks = budget_marks(search)
-    volume = hypervolume_curve(found, reference, search.programs, search.points, volume_of)
+    volume = hypervolume_curve(found, reference, search.programs, search.points, volume_of) / volume_of(front, reference)
     distinct = np.cumsum(np.bincount(found.evaluated[found.evaluated <= search.programs] - 1, minlength=search.programs))
     return {"instance": instance.index, "seed": seed, "policy": contender.name, "answers": contender.answers,
             "iterations": iterations, "programs_per_iteration": samples * contender.answers,
             "best": best.round(6).tolist(), "tokens": np.cumsum(metered.tokens).tolist(),
             "distinct": distinct.tolist(), "floor": floor_curve(found, search.programs).round(6).tolist(),
             "hypervolume_at": marks, "hypervolume_estimated": len(weights) > 4,
-            "hypervolume": [round(float(volume[m - 1] / volume_of(front, reference)), 6) for m in marks]}
+            "hypervolume": [round(float(volume[m - 1]), 6) for m in marks]}
 
-
-def floor_curve(run, programs: int) -> np.ndarray:
-    """(programs,) the best worst objective so far: the largest over the programs found of their
-    smallest score (every objective at or above it), 0 before the first success."""
-    curve = np.zeros(programs)
-    within = run.at <= programs
-    if within.any():
-        np.maximum.at(curve, run.at[within] - 1, np.maximum(run.vectors[within].min(axis=1), 0.0))
-    return np.maximum.accumulate(curve)
 
 
 def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: SearchProtocol, out: Path,

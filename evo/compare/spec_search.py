@@ -93,14 +93,25 @@ def outcome_columns(runs: list[RunVectors]) -> dict[str, np.ndarray]:
     return {name: shares[:, j] for j, name in enumerate(OUTCOMES)}
 
 
-def best_curve(run: RunVectors, weights: np.ndarray, programs: int) -> np.ndarray:
-    """(programs,) best scalar so far after each program proposed (-inf before the first success);
-    programs past the budget do not count."""
-    curve = np.full(programs, -np.inf)
+def so_far(run: RunVectors, value: Callable[[np.ndarray], np.ndarray], programs: int, before: float) -> np.ndarray:
+    """(programs,) the largest `value` (of the found programs' (n, d) score rows) so far after
+    each program proposed, `before` until the first success; programs past the budget do not count."""
+    curve = np.full(programs, before)
     within = run.at <= programs
     if within.any():
-        np.maximum.at(curve, run.at[within] - 1, scalarize(run.vectors[within], weights))
+        np.maximum.at(curve, run.at[within] - 1, value(run.vectors[within]))
     return np.maximum.accumulate(curve)
+
+
+def best_curve(run: RunVectors, weights: np.ndarray, programs: int) -> np.ndarray:
+    """(programs,) best scalar so far after each program proposed (-inf before the first success)."""
+    return so_far(run, lambda rows: scalarize(rows, weights), programs, -np.inf)
+
+
+def floor_curve(run: RunVectors, programs: int) -> np.ndarray:
+    """(programs,) the best worst objective so far: the largest over the programs found of their
+    smallest score (every objective at or above it), 0 before the first success."""
+    return so_far(run, lambda rows: np.maximum(rows.min(axis=1), 0.0), programs, 0.0)
 
 
 def hypervolume_curve(run: RunVectors, reference: np.ndarray, programs: int, points: int | None = None,
