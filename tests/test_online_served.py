@@ -76,3 +76,27 @@ def test_a_vllm_serve_without_the_update_endpoints_is_refused_in_one_line(init_d
         with pytest.raises(UserError, match="does not expose vLLM's weight-update endpoints") as refused:
             load(f"openai:{plain}#tiny;train={init_dir}")
     assert "\n" not in str(refused.value) and "VLLM_SERVER_DEV_MODE=1" in str(refused.value)
+
+
+@needs_vllm
+def test_a_server_left_paused_mid_push_is_resumed_by_the_next_trainer(url, init_dir, capsys):  # noqa: F811
+    """What a trainer SIGKILLed between `/start_weight_update` and `/finish_weight_update` leaves: a
+    paused server with an open update, which refuses the next start. The next run's policy closes it,
+    resumes, pushes every tensor, and the server samples the trainer's weights."""
+    from evo.policies import served as served_module
+
+    killed = load(f"openai:{url}#tiny;train={init_dir};timeout=120")
+    model, _ = models.load(init_dir)
+    killed._dev("POST", "/pause?mode=wait", None, "pause")
+    killed._dev("POST", "/start_weight_update", None, "start")
+    first = next(served_module.chunks(model.state_dict(), None, 1))  # one tensor of many, then the process is gone
+    killed._dev("POST", "/update_weights", {"update_info": {"weights": first}}, "load")
+    assert killed._dev("GET", "/is_paused", None, "read")["is_paused"]
+    capsys.readouterr()
+
+    policy = load(f"openai:{url}#tiny;train={init_dir};timeout=120")
+    assert "was paused" in capsys.readouterr().err
+    assert not policy._dev("GET", "/is_paused", None, "read")["is_paused"]
+    trainee, _ = policy.trainee()  # a push: refused by vLLM had the interrupted update stayed open
+    served, ours = greedy(url, init_dir, trainee.state_dict())
+    assert served == ours

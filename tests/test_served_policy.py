@@ -28,7 +28,7 @@ def checkpoint(tmp_path_factory):
 
 def dev_server(server, info=INFO):  # noqa: F811
     fake = server()
-    fake.routes = {"/server_info": info, "/init_weight_transfer_engine": {"message": "ok"},
+    fake.routes = {"/server_info": info, "/is_paused": {"is_paused": False}, "/init_weight_transfer_engine": {"message": "ok"},
                    **{path.partition("?")[0]: {"message": "ok"} for path in PUSH}, "/update_weights": {"message": "ok"}}
     return fake
 
@@ -60,12 +60,12 @@ def test_a_server_without_the_update_endpoints_or_backend_is_refused_in_one_line
 def test_a_push_sends_every_tensor_once_in_chunks_in_the_servers_dtype(server, checkpoint, monkeypatch) -> None:  # noqa: F811
     fake = dev_server(server)
     policy = policies.load(f"openai:{fake.url}#tiny;train={checkpoint}")
-    assert fake.paths == ["/server_info?config_format=json", "/init_weight_transfer_engine"]
+    assert fake.paths == ["/server_info?config_format=json", "/is_paused", "/init_weight_transfer_engine"]
     monkeypatch.setattr(served, "CHUNK_BYTES", 100_000)
     model, _ = policy.trainee()  # pushed at once: the server samples what the trainer holds
     state = model.state_dict()
-    pushed = fake.paths[2:]
-    updates = [body["update_info"]["weights"] for path, body in zip(pushed, fake.routed[2:]) if path == "/update_weights"]
+    pushed = fake.paths[3:]
+    updates = [body["update_info"]["weights"] for path, body in zip(pushed, fake.routed[3:]) if path == "/update_weights"]
     assert [p for p in pushed if p != "/update_weights"] == PUSH and pushed[2:2 + len(updates)] == ["/update_weights"] * len(updates)
     chunks = [unpack(chunk) for chunk in updates]
     assert len(chunks) > 2 and all(sum(t.numel() * 2 for t in c.values()) <= 100_000 or len(c) == 1 for c in chunks)
@@ -91,3 +91,15 @@ def test_a_failed_update_is_one_line_and_the_server_resumes(server, checkpoint) 
     with pytest.raises(WorkFailed, match="could not load weights .*HTTP 500.*evo run --resume") as error:
         policy.push(tiny.new_model("nano", "llama", tiny.char_tokenizer(), seed=0))
     assert "\n" not in str(error.value) and fake.paths[-1] == "/resume"
+
+
+@pytest.mark.parametrize("open_update", [True, False])
+def test_a_server_left_paused_by_a_killed_push_is_closed_and_resumed_in_one_line(server, checkpoint, capsys, open_update) -> None:  # noqa: F811
+    fake = dev_server(server)
+    fake.routes["/is_paused"] = {"is_paused": True}
+    if not open_update:  # killed before /start_weight_update or after /finish_weight_update: vLLM refuses the finish
+        fake.routes["/finish_weight_update"] = 500
+    policies.load(f"openai:{fake.url}#tiny;train={checkpoint}")
+    assert fake.paths[1:] == ["/is_paused", "/finish_weight_update", "/resume", "/init_weight_transfer_engine"]
+    warning = capsys.readouterr().err.strip()
+    assert warning.startswith("warning: openai:") and "was paused" in warning and "\n" not in warning

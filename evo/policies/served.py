@@ -14,7 +14,8 @@ the requests as base64 safetensors in the server's dtype, at most `CHUNK_BYTES` 
 received by the `evo_memory` backend of evo.policies.vllm_transfer (registered in the server's
 workers by the worker extension, so vpo-evo must be importable there); each worker keeps its
 own shard, so any tensor-parallel size is served. `check` reads the server's configuration
-(`GET /server_info`) and refuses, in one line, a server without those endpoints or that backend.
+(`GET /server_info`) and refuses, in one line, a server without those endpoints or that backend;
+a server a killed trainer left paused mid-push is closed and resumed there (`recover`).
 
 Prompts are sent as token ids, encoded here as the checkpoint was trained
 (evo.policies.prompt_format, as `local:` and `vllm:`), and completions come back as token ids
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -73,7 +75,21 @@ class ServedPolicy(OpenAIPolicy):
             raise UserError(f"openai: {self._root()} has no {BACKEND!r} weight-transfer backend "
                             f"(it has {backend or 'none'}), so ;train cannot push weights into it; {HOW}")
         self.dtype = DTYPES.get(str((config.get("model_config") or {}).get("dtype")), "")
+        self.recover()
         self._dev("POST", "/init_weight_transfer_engine", {"init_info": {}}, "start the weight transfer")
+
+    def recover(self) -> None:
+        """A server left paused by a trainer killed mid-push (vLLM then keeps the scheduler paused,
+        and the update open, refusing the next `/start_weight_update`): close the open update, if
+        any, and resume, saying so in one line. The next push rewrites every tensor."""
+        state = self._dev("GET", "/is_paused", None, "read whether it is paused")
+        if not (isinstance(state, dict) and state.get("is_paused")):
+            return
+        print(f"warning: openai: {self._root()} was paused, as a trainer killed during a weight push leaves it; "
+              "resuming it (this run pushes every weight before it samples)", file=sys.stderr, flush=True)
+        with contextlib.suppress(UserError, WorkFailed):  # killed before start or after finish: none to close
+            self._dev("POST", "/finish_weight_update", None, "close the interrupted weight update")
+        self._dev("POST", "/resume", None, "resume sampling")
 
     def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,

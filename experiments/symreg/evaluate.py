@@ -56,7 +56,8 @@ def main() -> None:
         held = held_out(task, args.instances, args.seed, fronts=False)
     saved = Path(args.out + ".json")
     results: dict = json.loads(saved.read_text()) if saved.is_file() else {"settings": vars(args), "models": {}}
-    if {k: v for k, v in results["settings"].items() if k != "models"} != {k: v for k, v in vars(args).items() if k != "models"}:
+    stored = {**{k: parser.get_default(k) for k in vars(args)}, **results["settings"]}  # options added since: defaults
+    if {k: v for k, v in stored.items() if k != "models"} != {k: v for k, v in vars(args).items() if k != "models"}:
         raise SystemExit(f"{saved} holds another evaluation's settings; pick another --out")
     for spec in args.models:  # written after each model; a model already in --out's JSON is kept (resumable)
         name, _, rest = spec.partition("=")
