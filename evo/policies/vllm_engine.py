@@ -8,7 +8,9 @@ every worker: any tensor-parallel size) with the `evo_memory` backend of
 `evo.policies.vllm_transfer`; a vLLM without that API gets the same tensors through the worker
 extension's `evo_load_weights`. The tensors go in memory: as they are when the only worker
 runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, one rank), as one safetensors byte
-string to worker processes (vLLM's RPC does not carry untyped tensors); no file is written.
+string in the engine's dtype to worker processes (vLLM's RPC does not carry untyped tensors; a
+float32 trainer's push to a bf16 engine ships bf16 bytes at any tensor-parallel size); no file
+is written.
 `score(prompts, completions)` gives the engine's log-probs of given tokens (a sync's check).
 `sleep(level)` / `wake_up(tags)` are vLLM's sleep mode (an engine started with
 `enable_sleep_mode=True`, CUDA only): the trainer frees the GPU for its update with them.
@@ -110,11 +112,7 @@ class VLLMPolicy:
         state = weights.state_dict() if hasattr(weights, "state_dict") else weights
         pairs = state.items() if isinstance(state, Mapping) else state
         tensors = {name: t.detach() for name, t in pairs}
-        payload: dict | bytes = tensors
-        if not self.in_process:
-            from safetensors.torch import save
-
-            payload = save(_unshare({name: t.to("cpu").contiguous() for name, t in tensors.items()}))
+        payload: dict | bytes = tensors if self.in_process else packed(tensors, self.serving_dtype())
         if self.transfer_api if api is None else api:
             self.llm.start_weight_update()
             self.llm.update_weights({"update_info": {"weights": payload}})
@@ -123,6 +121,10 @@ class VLLMPolicy:
             self.llm.collective_rpc("evo_load_weights", args=(payload,))
         self.llm.reset_prefix_cache()
         return len(tensors)
+
+    def serving_dtype(self) -> Any:
+        """The torch dtype the engine holds its weights in (`dtype="auto"`: the checkpoint's)."""
+        return getattr(getattr(self.llm, "model_config", None), "dtype", None)
 
     def sleep(self, level: int) -> None:
         """Free the engine's GPU memory: the KV cache is dropped, the weights kept in CPU memory
@@ -145,6 +147,17 @@ class VLLMPolicy:
         outputs = self.llm.generate(given, params, use_tqdm=False)
         return [[float(step[int(token)].logprob) for step, token in zip(out.prompt_logprobs[len(p):], c[:k])]
                 for out, p, c, k in zip(outputs, prompts, completions, fits)]
+
+
+def packed(tensors: Mapping[str, Any], dtype: Any) -> bytes:
+    """The tensors as one safetensors byte string for worker processes, floating ones cast to the
+    engine's `dtype` (None: as they are): a float32 trainer's push to a bf16 engine at any
+    tensor-parallel size carries half the bytes, and the workers load what they would anyway."""
+    from safetensors.torch import save
+
+    cast = {name: t.to("cpu", dtype=dtype if dtype is not None and t.is_floating_point() else None).contiguous()
+            for name, t in tensors.items()}
+    return save(_unshare(cast))
 
 
 def _unshare(tensors: dict) -> dict:
