@@ -25,6 +25,7 @@ class FakeServer:
         self.models: object = {"object": "list", "data": [{"id": "tiny"}, {"id": "other"}]}
         self.text = lambda i, prefix: f"{prefix}{i}"  # the text of choice i ("t" completions, "c" chat)
         self.reply = None  # reply(body, i) -> text of choice i, in place of `text` (a server that reads the prompt)
+        self.token_ids = True  # answer `return_token_ids` with ids, as vLLM does (False: a server that ignores it)
         self.usage = None  # usage(body, texts) -> the reply's "usage" object (None: no usage field)
         self.bodies: list[dict] = []
         self.routes: dict[str, object] = {}  # path (no query) -> its JSON reply, or an HTTP status to fail with
@@ -116,8 +117,10 @@ class FakeServer:
                 chat = "messages" in body
                 texts = [server.text(i, "c" if chat else "t") if server.reply is None else server.reply(body, i)
                          for i in range(body["n"])]
+                ids = body.get("return_token_ids") and server.token_ids
                 choices = [{"index": i, "finish_reason": "length" if i and server.reply is None else "stop",
-                            **({"message": {"role": "assistant", "content": texts[i]}} if chat else {"text": texts[i]})}
+                            **({"message": {"role": "assistant", "content": texts[i]}} if chat else {"text": texts[i]}),
+                            **({"token_ids": [ord(c) % 97 for c in texts[i]]} if ids else {})}
                            for i in reversed(range(body["n"]))]
                 usage = {} if server.usage is None else {"usage": server.usage(body, texts)}
                 self._send(200, {"choices": choices, **usage})

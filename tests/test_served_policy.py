@@ -84,6 +84,16 @@ def test_prompts_go_as_the_checkpoints_token_ids_and_ids_come_back(server, check
     assert all(body["return_token_ids"] for body in fake.bodies)
 
 
+def test_a_server_that_ignores_return_token_ids_is_refused_at_its_first_sample_in_one_line(server, checkpoint) -> None:  # noqa: F811
+    fake = dev_server(server)
+    policy = policies.load(f"openai:{fake.url}#tiny;train={checkpoint}")
+    assert all(c.token_ids for group in policy.generate(["ab"], n=2, max_new_tokens=4) for c in group)
+    fake.token_ids = False
+    with pytest.raises(UserError, match="without their token ids: it ignores `return_token_ids`") as error:
+        policy.generate(["ab"], n=2, max_new_tokens=4)
+    assert "\n" not in str(error.value)
+
+
 def test_a_failed_update_is_one_line_and_the_server_resumes(server, checkpoint) -> None:  # noqa: F811
     fake = dev_server(server)
     policy = policies.load(f"openai:{fake.url}#tiny;train={checkpoint}")

@@ -94,9 +94,15 @@ class ServedPolicy(OpenAIPolicy):
     def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
                  stop: Sequence[str] = ()) -> list[list[Completion]]:
-        """Each prompt sent as the token ids `encode` gives (what the learner records)."""
-        return super().generate(self.encode(prompts), n=n, max_new_tokens=max_new_tokens, temperature=temperature,
-                                top_p=top_p, seed=seed, stop=stop)
+        """Each prompt sent as the token ids `encode` gives (what the learner records); each
+        completion must come back with its token ids (what the learner trains on)."""
+        groups = super().generate(self.encode(prompts), n=n, max_new_tokens=max_new_tokens, temperature=temperature,
+                                  top_p=top_p, seed=seed, stop=stop)
+        if any(c.text and not c.token_ids for group in groups for c in group):
+            raise UserError(f"openai: {self._root()} returned completions without their token ids: it ignores "
+                            "`return_token_ids`, which ;train= needs to train on what it sampled; serve the model "
+                            "with a vLLM that returns them (0.31 is tested)")
+        return groups
 
     # -- Trainable (evo.policies.base): a torch copy is trained, its weights pushed in ---------
 
