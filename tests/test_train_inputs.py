@@ -135,6 +135,7 @@ def test_a_partial_last_metrics_line_is_dropped_and_a_bad_middle_line_is_one_lin
     (dict(lr=float("nan")), "lr"), (dict(lr=float("inf")), "lr"), (dict(lr=-1.0), "lr"),
     (dict(eps_high=float("nan")), "eps_high"), (dict(kl_coef=float("nan")), "kl_coef"),
     (dict(eps_low=-1.0), "eps_low"), (dict(eps_low=1.0), "eps_low"), (dict(max_grad_norm=0.0), "max_grad_norm"),
+    (dict(answers=0), "answers must be >= 1"), (dict(answers=65), "answers must be <= 64"),
 ])
 def test_bad_numbers_are_refused_before_training(settings, wanted):
     with pytest.raises(ValueError, match=wanted):

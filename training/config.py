@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evo.database.config import SearchSettings
 from evo.policies.prompt_format import RECORD as PROMPT_RECORD
 from evo.policies.prompt_format import PromptFormat
 from training import advantages, precision
@@ -15,6 +16,7 @@ from training.models import ModelOptions
 from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
 
 CONFIG_FILE = "train_config.json"
+MAX_ANSWERS = SearchSettings.MAXIMUM["answers"]
 SET_SIZE = "set_size"  # train_config.json's record of the answers per completion the model was trained to write
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
 # the field types TrainConfig checks (annotations as written, under `from __future__ import annotations`)
@@ -92,6 +94,8 @@ class TrainConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.answers > MAX_ANSWERS:  # a checkpoint's set_size above it is refused by every policy that loads it
+            raise ValueError(f"answers must be <= {MAX_ANSWERS} (the most programs a search asks of one reply), got {self.answers}")
         for name in ("entropy_coef", "diversity_coef", "max_new_tokens", "idle_steps", "micro_batches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

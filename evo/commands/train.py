@@ -10,6 +10,7 @@ from click.core import ParameterSource
 
 from evo.commands import option_types, params
 from evo.commands.values import parse_options, spec_overrides
+from evo.database.config import SearchSettings
 
 
 TRAIN_CONFIG = "training.config:TrainConfig"
@@ -52,7 +53,8 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
               help="--engine trl --resume: load checkpoint files that could run code (DeepSpeed's; only ones you made or trust).")
 @config_option("--prompts", type=click.IntRange(1), help="Prompts per step.")
 @config_option("--group", type=click.IntRange(1), help="Rollouts per prompt (G).")
-@config_option("--answers", type=click.IntRange(1), help="Answers per rollout of multi-answer algos (`set` in --list-algos).")
+@config_option("--answers", type=click.IntRange(1, SearchSettings.MAXIMUM["answers"]),
+               help="Answers per rollout of multi-answer algos (`set` in --list-algos); at most 64.")
 @config_option("--max-new-tokens", type=click.IntRange(0),
                help="Token budget of a completion (0: 1.5x the task's longest m-answer demonstration).")
 @config_option("--temperature", type=params.TEMPERATURE)
