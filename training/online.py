@@ -66,12 +66,12 @@ from evo.loop import Committed, LoopConfig, PromptGroup, Told
 from evo.policies.base import Completion, Trainable
 from evo.training_log import (DIRECTORY, METRICS_FILE, Settings, damaged, move_online, read_metrics,
                               read_stopped, truncate_metrics, write_stopped)
-from training import advantages, optimizer, precision, rates, search_signal
+from training import advantages, precision, rates, search_signal
 from training.advantages import pad_fronts
 from training.config import TrainConfig
 from training.online_files import GROUPS, OUTCOMES, Group, Outcome, load_state, save_state
 from training.rollouts import Rollouts
-from training.trainer import Batch, State, check_memory, finite, not_finite, train_step
+from training.trainer import Batch, check_memory, finite, not_finite, train_step, trained_state
 
 TRAIN_FIELDS = ("lr", "weight_decay", "max_grad_norm", "eps_low", "eps_high", "entropy_coef", "kl_coef", "max_new_tokens",
                 "duplicates", "failures", "idle_steps")
@@ -206,13 +206,7 @@ class Learner:
             config = replace(config, lr=config.lr * ONLINE_LR_FACTOR)
         config = replace(config, device=next(model.parameters()).device.type, bf16=plan.autocast,
                          weight_dtype=precision.dtype_name(plan.weights))
-        adamw = optimizer.adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        reference = None  # the init weights, for kl_coef > 0 (the KL term and the KL figure)
-        if config.kl_coef > 0:
-            from training import models
-
-            reference = models.load(str(policy.checkpoint()), config.model_options, dtype=plan.frozen)[0]
-        self.state = State(config, None, model, tokenizer, adamw, reference, 0)
+        self.state = trained_state(config, None, model, tokenizer, plan)  # config.init: the policy's checkpoint
         check_memory(self.state)  # before the search samples
         self.seconds = 0.0
         self.history: list[dict] = []  # the steps' records (what search_signal.idle_cause reads)

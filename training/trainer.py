@@ -94,26 +94,33 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
         budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
         config = replace(config, max_new_tokens=budget)
-    adamw = optimizer.adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    step = 0
+    trainer = trained_state(config, task, model, tokenizer, plan, encode=encode)
     if resume:
         state = checkpoint.load_state(out)
-        optimizer.load(adamw, state["optimizer"])
-        step = state["step"]
-        checkpoint.truncate_metrics(out, step)
-    reference = None  # the KL reference: LoRA's base is the model itself with its adapters off (no second copy)
-    if config.kl_coef > 0:
-        reference = model if config.lora_rank else models.load(
-            config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False), dtype=plan.frozen)[0]
-    sampler = None
+        optimizer.load(trainer.optimizer, state["optimizer"])
+        trainer.step = state["step"]
+        checkpoint.truncate_metrics(out, trainer.step)
     if config.rollouts == "vllm":
         from training.engines import VLLMSampler
 
-        sampler = VLLMSampler.start(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
-                                    bf16=bool(plan.autocast), sleep=config.vllm_sleep, engine=config.vllm_options)
-    trainer = State(config, task, model, tokenizer, adamw, reference, step, sampler, encode)
+        trainer.sampler = VLLMSampler.start(model, tokenizer, str(out) if resume else config.init, sync_every=config.sync_every,
+                                            bf16=bool(plan.autocast), sleep=config.vllm_sleep, engine=config.vllm_options)
     check_memory(trainer)
     return trainer
+
+
+def trained_state(config: TrainConfig, task: tasks.Task | None, model: torch.nn.Module, tokenizer: object,
+                  plan: precision.Precision, encode: Callable | None = None) -> State:
+    """Step 0 of training `model` (loaded from `config.init` in `plan`'s dtypes): its AdamW and
+    its KL reference (None at kl_coef 0; LoRA's base is the model itself with its adapters off,
+    no second copy; else `config.init` again, frozen). `evo train` (setup) and the online
+    learner (training.online) both start here."""
+    adamw = optimizer.adamw(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    reference = None
+    if config.kl_coef > 0:
+        reference = model if config.lora_rank else models.load(
+            config.init, replace(config.model_options, lora_rank=0, gradient_checkpointing=False), dtype=plan.frozen)[0]
+    return State(config, task, model, tokenizer, adamw, reference, 0, None, encode)
 
 
 def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
