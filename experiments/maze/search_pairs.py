@@ -60,7 +60,11 @@ def solved(record: dict, floor: float | None) -> np.ndarray:
 def places_at_equal(left: dict, right: dict, budget: str) -> tuple[int, int] | None:
     """The programs each run of a pair had proposed when both had spent the same budget: the
     smaller of the two runs' totals in generated `tokens` (a run is cut at its last iteration
-    within it) or in `distinct` programs evaluated. None when a record lacks the budget."""
+    within it) or in `distinct` programs evaluated, or a fixed count of programs ("programs:N").
+    None when a record lacks the budget."""
+    if budget.startswith("programs:"):
+        n = int(budget.partition(":")[2])
+        return None if min(len(r["best"]) for r in (left, right)) < n else (n, n)
     if budget == "tokens":
         tokens = [np.asarray(r["tokens"]) for r in (left, right)]
         limit = min(t[-1] for t in tokens)
@@ -92,12 +96,13 @@ def at_equal(pooled: dict, a: str, b: str, runs: list, budget: str, floor: float
     return result
 
 
-def compare(pooled: dict, a: str, b: str, effect: float, floor: float | None = None) -> dict:
+def compare(pooled: dict, a: str, b: str, effect: float, floor: float | None = None, cuts: tuple[int, ...] = ()) -> dict:
     runs = sorted(set(pooled[a]) & set(pooled[b]))
     left, right = (columns([pooled[p][r] for r in runs], floor) for p in (a, b))
     result = {"runs": len(runs), "metrics": {},
               "equal_tokens": at_equal(pooled, a, b, runs, "tokens", floor),
-              "equal_distinct": at_equal(pooled, a, b, runs, "distinct", floor)}
+              "equal_distinct": at_equal(pooled, a, b, runs, "distinct", floor),
+              "at_programs": {n: at_equal(pooled, a, b, runs, f"programs:{n}", floor) for n in cuts}}
     for metric in left:
         test = metrics.paired_test(left[metric], right[metric], resamples=4000)
         sd = float(np.std(left[metric] - right[metric], ddof=1))
@@ -120,6 +125,8 @@ def main() -> None:
     parser.add_argument("--effect", type=float, default=0.10, help="the difference the power calculation is for")
     parser.add_argument("--success-floor", type=float, default=None,
                         help="success also when a program scores at least this in every objective (symreg: 0.95)")
+    parser.add_argument("--programs", type=int, action="append", default=[], metavar="N",
+                        help="also report success and best / oracle with every run cut at N programs (repeatable)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--markdown", type=Path, default=None, help="write the tables as markdown")
     args = parser.parse_args()
@@ -132,13 +139,15 @@ def main() -> None:
     pairs = {}
     for pair in args.pair:
         a, b = pair.split(":")
-        pairs[pair] = result = compare(pooled, a, b, args.effect, args.success_floor)
+        pairs[pair] = result = compare(pooled, a, b, args.effect, args.success_floor, tuple(args.programs))
         for metric, m in result["metrics"].items():
             print(f"{a} - {b} {metric}: {m['difference']:+.3f} [{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}] p={m['p']:.2g} "
                   f"(sd {m['sd']:.3f}: {m['runs_for_80_power']} paired runs for 80% power at {args.effect:+.2f}) "
                   f"over {result['runs']} runs")
-        for key in ("equal_tokens", "equal_distinct"):
-            for metric, m in (result[key] or {}).items():
+        cut = {"equal_tokens": result["equal_tokens"], "equal_distinct": result["equal_distinct"],
+               **{f"{n}_programs": r for n, r in result["at_programs"].items()}}
+        for key, values in cut.items():
+            for metric, m in (values or {}).items():
                 print(f"{a} - {b} {metric} at {key.replace('_', ' ')}: {m['difference']:+.3f} "
                       f"[{m['ci95'][0]:+.3f}, {m['ci95'][1]:+.3f}] ({m['a']:.3f} vs {m['b']:.3f})")
         print(f"{a} - {b} hypervolume by budget: " + ", ".join(
@@ -174,13 +183,14 @@ def markdown(summary: dict, pairs: dict) -> str:
         lines.append(f"| {pair.replace(':', ' - ')} | " + " | ".join(
             f"{h['difference']:+.3f} [{h['ci95'][0]:+.3f}, {h['ci95'][1]:+.3f}]" for h in result["hypervolume_by_budget"]) + " |")
     budgets = [("equal_tokens", "at equal generated tokens"), ("equal_distinct", "at equal distinct evaluations")]
+    budgets += [(n, f"at {n} programs") for n in (next(iter(pairs.values())).get("at_programs") or {} if pairs else {})]
     lines += ["", "| paired difference, each pair cut at the smaller budget | " + " | ".join(
         f"success {name} | best / oracle {name}" for _, name in budgets) + " |", "|---|" + "---|---|" * len(budgets)]
     for pair, result in pairs.items():
         cells = []
         for key, _ in budgets:
             for metric in ("success", "best"):
-                c = (result.get(key) or {}).get(metric)
+                c = ((result.get(key) if isinstance(key, str) else result["at_programs"].get(key)) or {}).get(metric)
                 cells.append("not recorded" if c is None else
                              f"{c['difference']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]")
         lines.append(f"| {pair.replace(':', ' - ')} | " + " | ".join(cells) + " |")
