@@ -20,11 +20,8 @@ from evo.policies.base import Completion
 from evo.policies.mutate import MutatePolicy
 from evo.prompts import ParseFailure, Shown
 from evo.report import summary, text
-from evo.sandbox.pool import Sandbox
-from evo.spec import SandboxLimits
 from tests.test_lost_programs import SPEC
-from tests.test_loop import SCORER  # objectives fa, fb of the program's A and B
-from tests.test_set_proposals import PROGRAM, block, widened
+from tests.test_set_proposals import PROGRAM, Recording, block, sandbox, widened  # noqa: F401 -- sandbox: the fixture
 
 
 # -- only real headings split a reply ----------------------------------------------------------
@@ -73,23 +70,6 @@ def test_a_set_reply_with_14000_headings_is_m_candidates_quickly():
 # -- the reply cap grows with m ----------------------------------------------------------------
 
 
-@pytest.fixture
-def sandbox(tmp_path):
-    (tmp_path / "score.py").write_text(SCORER)
-    with Sandbox(f"{tmp_path / 'score.py'}:evaluate", ["fa", "fb"], SandboxLimits(isolation="none")) as box:
-        yield box
-
-
-class Same:
-    """A policy whose every completion is `reply`."""
-
-    def __init__(self, reply: str) -> None:
-        self.reply = reply
-
-    def generate(self, texts, *, n=1, **options):
-        return [[Completion(self.reply) for _ in range(n)] for _ in texts]
-
-
 class Now:
     def __init__(self, sandbox) -> None:
         self.sandbox = sandbox
@@ -106,7 +86,7 @@ def run_sets(tmp_path, sandbox, reply: str, m: int, max_program_bytes: int = 655
     db.add_initial(PROGRAM, sandbox.evaluate(PROGRAM))
     config = LoopConfig(iterations=1, samples=2, batch=1, depth=1, answers=m, style="full",
                         max_program_bytes=max_program_bytes)
-    run(Evolution(config, db), Same(reply), Now(sandbox))
+    run(Evolution(config, db), Recording(reply), Now(sandbox))
     return db
 
 

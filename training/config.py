@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from evo.database.config import SearchSettings
+from evo.policies import MAX_ANSWERS
 from evo.policies.prompt_format import RECORD as PROMPT_RECORD
 from evo.policies.prompt_format import PromptFormat
 from training import advantages, precision
@@ -16,7 +16,6 @@ from training.models import ModelOptions
 from training.search_signal import DEFAULT_DUPLICATES, DEFAULT_FAILURES, DUPLICATE_RULES, FAILURE_RULES, IDLE_STEPS
 
 CONFIG_FILE = "train_config.json"
-MAX_ANSWERS = SearchSettings.MAXIMUM["answers"]
 SET_SIZE = "set_size"  # train_config.json's record of the answers per completion the model was trained to write
 ROLLOUTS = ("local", "vllm")  # where rollouts are sampled (training.engines)
 # the field types TrainConfig checks (annotations as written, under `from __future__ import annotations`)

@@ -172,19 +172,21 @@ class ServedPolicy(OpenAIPolicy):
 
 
 def chunks(state: Mapping[str, Any], dtype: Any, limit: int) -> Iterator[str]:
-    """The tensors of `state` (cast to `dtype` when given) as base64 safetensors strings of at
-    most `limit` raw bytes each (a larger tensor travels alone); tied tensors are copied."""
-    from safetensors.torch import save
+    """The tensors of `state` (floating ones cast to `dtype` when given) as base64 safetensors
+    strings (evo.policies.vllm_engine.packed) of at most `limit` raw bytes each (a larger tensor
+    travels alone)."""
+    import torch
+
+    from evo.policies.vllm_engine import packed
 
     batch: dict[str, Any] = {}
     size = 0
     for name, tensor in state.items():
-        t = tensor.detach().to("cpu", dtype=dtype if dtype is not None and tensor.is_floating_point() else None)
-        t = t.clone().contiguous()  # its own storage: safetensors refuses shared memory
-        nbytes = t.numel() * t.element_size()
+        cast = dtype is not None and tensor.is_floating_point()
+        nbytes = tensor.numel() * (torch.empty((), dtype=dtype).element_size() if cast else tensor.element_size())
         if batch and size + nbytes > limit:
-            yield base64.b64encode(save(batch)).decode()
+            yield base64.b64encode(packed(batch, dtype)).decode()
             batch, size = {}, 0
-        batch[name], size = t, size + nbytes
+        batch[name], size = tensor.detach(), size + nbytes
     if batch:
-        yield base64.b64encode(save(batch)).decode()
+        yield base64.b64encode(packed(batch, dtype)).decode()
