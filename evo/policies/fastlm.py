@@ -1,14 +1,18 @@
 """A lean decoding forward for Llama-, Qwen2- and GPT-2-style models, reading the HF model's weights.
 
 Used by the Sampler when the model is one of these (the HF forward otherwise). Per layer and
-token: one fused q/k/v projection, a write into a preallocated KV cache, one attention call,
-one output projection, one fused MLP input — no cache concatenation, no mask rebuilding, no
-per-module Python. Weights are fused when a
-`FastLM` is built (one per sampling call), so a model being trained is always read fresh.
+token: one fused q/k/v projection (the attention scale folded into its q rows), rotary positions
+on q and k together in four operations, one write of k and v into a preallocated cache, one
+attention call, one output projection, one fused MLP input: no cache concatenation, no mask
+rebuilding, no per-module Python. A decode step is launch-bound on a GPU (a 1.5B model reads
+3 GB of weights a step against some 600 operations), so every operation a layer saves is time:
+tests/benchmarks/bench_decode_overhead.py counts them. Weights are fused when a `FastLM` is
+built (one per sampling call), so a model being trained is always read fresh.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -51,21 +55,31 @@ def supports(model: torch.nn.Module) -> bool:
     return False
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> None:
+    """Rotary positions in place: x * cos + rotate_half(x) * sin, where rotate_half(x) (the halves
+    swapped, the first negated) is x rolled by half its width times a sign folded into the sine:
+    the same products and sum, so the same values, in four operations instead of five."""
+    rolled = x.roll(x.shape[-1] // 2, -1).mul_(signed_sin)
+    x.mul_(cos).add_(rolled)
 
 
-def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Attention of one new query per row (B, heads, 1, D) over the cache (B, kv_heads, L, D),
-    the heads sharing a kv head batched together: two batched matrix products that read the
-    cache once (scaled_dot_product_attention's CPU kernel is 1.5-3x slower at one query)."""
+def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, padded: torch.Tensor | None) -> torch.Tensor:
+    """Attention of one new, already scaled query per row (B, heads, 1, D) over the cache
+    (B, kv_heads, L, D), the heads sharing a kv head batched together: two batched matrix
+    products that read the cache once (scaled_dot_product_attention's CPU kernel is 1.5-3x
+    slower at one query)."""
     rows, heads, _, dim = q.shape
     groups = heads // keys.shape[1]
-    scores = torch.matmul(q.reshape(rows, keys.shape[1], groups, dim), keys.transpose(-1, -2)) * dim ** -0.5
-    if mask is not None:  # (B, 1, 1, L): False on padded prompt positions
-        scores = scores.masked_fill(~mask, float("-inf"))
+    scores = torch.matmul(q.reshape(rows, keys.shape[1], groups, dim), keys.transpose(-1, -2))
+    if padded is not None:  # (B, 1, 1, L): True on padded prompt positions
+        scores.masked_fill_(padded, float("-inf"))
+    # in a half dtype the softmax still sums in float32 (it rounds its output once)
     return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype), values).reshape(rows, heads, 1, dim)
+
+
+def _residual(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x + y @ weight.T (+ bias)."""
+    return x + F.linear(y, weight, bias)
 
 
 class FastLM:
@@ -79,17 +93,32 @@ class FastLM:
         d = cfg.hidden_size if self.llama else cfg.n_embd
         self.head_dim = getattr(cfg, "head_dim", None) or d // self.heads
         with torch.no_grad():
-            self.layers = [self._llama_layer(b) if self.llama else self._gpt2_layer(b, cfg) for b in self._blocks(model)]
+            layers = [self._llama_layer(b) if self.llama else self._gpt2_layer(b, cfg) for b in self._blocks(model)]
+            self.layers = [self._scaled(layer) for layer in layers]
         self.model = model
         param = next(model.parameters())
-        shape = (len(self.layers), rows, self.kv_heads, length, self.head_dim)
-        self.keys = torch.zeros(shape, dtype=param.dtype, device=param.device)
-        self.values = torch.zeros(shape, dtype=param.dtype, device=param.device)
-        self.key_mask: torch.Tensor | None = None  # [rows, length] bool, None when nothing is padded
+        # keys and values of every layer in one tensor, so one copy stores both
+        self.cache = torch.zeros((len(self.layers), 2, rows, self.kv_heads, length, self.head_dim),
+                                 dtype=param.dtype, device=param.device)
+        self.padded: torch.Tensor | None = None  # [rows, 1, 1, length] True on padded prompt positions
+        if self.llama:
+            half = self.head_dim // 2
+            self.sign = torch.cat([-torch.ones(half), torch.ones(half)]).to(param.device, param.dtype)
 
     @staticmethod
     def _blocks(model):
         return model.model.layers if model.config.model_type in LLAMA_LIKE else model.transformer.h
+
+    def _scaled(self, layer: _Layer) -> _Layer:
+        """The layer with the attention scale 1/sqrt(head_dim) folded into its q rows (in float32,
+        rounded once; exact when head_dim is a power of 4), so no step scales the scores."""
+        scale = torch.ones(layer.qkv_w.shape[0], device=layer.qkv_w.device)
+        scale[: self.heads * self.head_dim] = self.head_dim ** -0.5
+
+        def fold(t: torch.Tensor) -> torch.Tensor:
+            return (t.float() * (scale if t.dim() == 1 else scale[:, None])).to(t.dtype)
+
+        return dataclasses.replace(layer, qkv_w=fold(layer.qkv_w), qkv_b=None if layer.qkv_b is None else fold(layer.qkv_b))
 
     def _llama_layer(self, block) -> _Layer:
         att, mlp = block.self_attn, block.mlp
@@ -118,59 +147,52 @@ class FastLM:
         width = ids.shape[1]
         pad = mask == 0
         if bool(pad.any()):
-            self.key_mask = torch.ones(self.keys.shape[1], self.keys.shape[3], dtype=torch.bool, device=ids.device)
-            self.key_mask[:, :width] = ~pad.repeat_interleave(repeat, 0)
+            self.padded = torch.zeros(self.cache.shape[2], 1, 1, self.cache.shape[4], dtype=torch.bool, device=ids.device)
+            self.padded[:, 0, 0, :width] = pad.repeat_interleave(repeat, 0)
         causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
         # A padded query sees itself, so no row of the attention is empty (no NaN in the cache).
         attn = causal[None] & ~pad[:, None, :] | torch.eye(width, dtype=torch.bool, device=ids.device)[None]
-        hidden = self._forward(ids, positions, attn[:, None], slice(0, width), repeat)
+        hidden = self._forward(ids, positions, attn[:, None], 0, repeat)
         return self._logits(hidden[:, -1])
 
     def select(self, keep: torch.Tensor) -> None:
         """Keep only these batch rows (finished rows leave the batch)."""
-        self.keys, self.values = self.keys[:, keep], self.values[:, keep]
-        if self.key_mask is not None:
-            self.key_mask = self.key_mask[keep]
+        self.cache = self.cache[:, :, keep]
+        if self.padded is not None:
+            self.padded = self.padded[keep]
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slot: int) -> torch.Tensor:
         """One new token per row [B] at cache slot `slot`; return logits [B, V]."""
-        attn = None if self.key_mask is None else self.key_mask[:, None, None, : slot + 1]
-        hidden = self._forward(tokens[:, None], positions[:, None], attn, slice(slot, slot + 1), 1)
+        padded = None if self.padded is None else self.padded[..., : slot + 1]
+        hidden = self._forward(tokens[:, None], positions[:, None], padded, slot, 1)
         return self._logits(hidden[:, -1])
 
-    def _forward(self, ids, positions, attn, slots: slice, repeat: int) -> torch.Tensor:
+    def _forward(self, ids, positions, attn, start: int, repeat: int) -> torch.Tensor:
+        """The layers over `ids` [B, length] written at cache slots start..start+length; `attn` is the
+        prefill's mask (True = attend) or a step's padding (True = masked)."""
         x, rope = self._embed(ids, positions)
         rows, length = x.shape[0], x.shape[1]
         h, kvh, hd = self.heads, self.kv_heads, self.head_dim
-        for i, layer in enumerate(self.layers):
-            y = self._norm(x, layer.norm1)
-            qkv = F.linear(y, layer.qkv_w, layer.qkv_b).view(rows, length, -1, hd).transpose(1, 2)
-            q, k, v = qkv[:, :h], qkv[:, h:h + kvh], qkv[:, h + kvh:h + 2 * kvh]
+        for layer, cache in zip(self.layers, self.cache):
+            qkv = F.linear(self._norm(x, layer.norm1), layer.qkv_w, layer.qkv_b).view(rows, length, -1, hd).transpose(1, 2)
             if rope is not None:
-                cos, sin = rope
-                q = q * cos + _rotate_half(q) * sin
-                k = k * cos + _rotate_half(k) * sin
-            keys, values = self._store(i, k, v, slots, repeat)
-            if slots.start == 0:  # prefill: attend within the prompt rows themselves
-                keys, values = k, v
-            out = (_decode_attention(q, keys, values, attn) if length == 1 and slots.start > 0
-                   else F.scaled_dot_product_attention(q, keys, values, attn_mask=attn, enable_gqa=kvh != h))
-            x = x + F.linear(out.transpose(1, 2).reshape(rows, length, h * hd), layer.out_w, layer.out_b)
-            x = x + self._mlp(self._norm(x, layer.norm2), layer)
+                _rotate(qkv[:, :h + kvh], *rope)
+            q, kv = qkv[:, :h], qkv[:, h:].unflatten(1, (2, kvh)).transpose(0, 1)  # kv: [2, B, kv_heads, length, D]
+            cache.narrow(3, start, length).copy_(kv.repeat_interleave(repeat, 1) if repeat > 1 else kv)
+            if start == 0:  # prefill: attend within the prompt rows themselves
+                out = F.scaled_dot_product_attention(q, kv[0], kv[1], attn_mask=attn, scale=1.0, enable_gqa=kvh != h)
+            else:
+                keys, values = cache.narrow(3, 0, start + length).unbind(0)
+                out = _decode_attention(q, keys, values, attn)
+            x = _residual(x, out.transpose(1, 2).reshape(rows, length, h * hd), layer.out_w, layer.out_b)
+            x = _residual(x, self._mlp_hidden(self._norm(x, layer.norm2), layer), layer.down_w, layer.down_b)
         return x
-
-    def _store(self, i: int, k, v, slots: slice, repeat: int):
-        if repeat > 1:
-            k, v = k.repeat_interleave(repeat, 0), v.repeat_interleave(repeat, 0)
-        self.keys[i, :, :, slots] = k
-        self.values[i, :, :, slots] = v
-        return self.keys[i, :, :, : slots.stop], self.values[i, :, :, : slots.stop]
 
     def _embed(self, ids, positions):
         if self.llama:
             x = self.model.model.embed_tokens(ids)
             cos, sin = self.model.model.rotary_emb(x, positions)
-            return x, (cos[:, None].to(x.dtype), sin[:, None].to(x.dtype))
+            return x, (cos[:, None].to(x.dtype), (sin[:, None] * self.sign).to(x.dtype))
         tr = self.model.transformer
         return tr.wte(ids) + tr.wpe(positions), None
 
@@ -180,14 +202,13 @@ class FastLM:
             return F.rms_norm(x, (x.shape[-1],), weight, eps)
         return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
-    def _mlp(self, x, layer: _Layer) -> torch.Tensor:
+    def _mlp_hidden(self, x, layer: _Layer) -> torch.Tensor:
+        """The MLP's activations, before its down projection."""
         up = F.linear(x, layer.up_w, layer.up_b)
         if self.llama:
             gate, up = up.chunk(2, dim=-1)
-            up = F.silu(gate) * up
-        else:
-            up = F.gelu(up, approximate="tanh")
-        return F.linear(up, layer.down_w, layer.down_b)
+            return F.silu(gate) * up
+        return F.gelu(up, approximate="tanh")
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         final = self.model.model.norm if self.llama else self.model.transformer.ln_f

@@ -148,39 +148,41 @@ class Sampler:
         eos = torch.tensor(eos_ids, dtype=torch.long, device=self.device)
         window = max((len(s) for s in stop), default=0) + 8
         rows_in_batch: torch.Tensor | slice = slice(None)  # the rows the backend still decodes
+        left = 0  # rows that left the decoded batch (all finished)
         for t in range(max_new):
             tok, lp = sample_next(logits, temperature, top_p, generator)
             live = ~done[rows_in_batch]
             tokens[rows_in_batch, t] = tok.masked_fill(~live, self.pad_id)
             logprobs[rows_in_batch, t] = lp.masked_fill(~live, 0.0)
-            ended = torch.zeros_like(done)
-            ended[rows_in_batch] = live & torch.isin(tok, eos)
-            ended |= ~done & self._hit_stop(tokens, t, window, stop, done)
-            lengths = torch.where(ended, t + 1, lengths)
-            done |= ended
-            if t + 1 == max_new or bool(done.all()):
+            if eos_ids or stop:
+                ended = live & torch.isin(tok, eos)
+                if stop:
+                    ended |= live & self._hit_stop(tokens[rows_in_batch], t, window, stop, live)
+                lengths[rows_in_batch] = torch.where(ended, t + 1, lengths[rows_in_batch])
+                done[rows_in_batch] = done[rows_in_batch] | ended
+            finished = int(done.sum())  # the step's one wait for the device
+            if t + 1 == max_new or finished == rows:
                 break
-            rows_in_batch = self._drop_finished(backend, rows_in_batch, done, rows)
+            if finished - left >= max(4, (rows - left) // 4):  # a quarter of the batch (at least 4 rows) finished
+                rows_in_batch = self._drop_finished(backend, rows_in_batch, done, rows)
+                left = rows - len(rows_in_batch)
             logits = backend.step(tokens[rows_in_batch, t], next_position[rows_in_batch] + t, width + t)
         return _Batch(tokens, logprobs, lengths, done)
 
     @staticmethod
-    def _drop_finished(backend, rows_in_batch, done: torch.Tensor, rows: int):
-        """Shrink the decoded batch once a quarter of it (at least 4 rows) has finished."""
+    def _drop_finished(backend, rows_in_batch, done: torch.Tensor, rows: int) -> torch.Tensor:
+        """The decoded rows without the finished ones, which leave the backend's batch."""
         current = torch.arange(rows, device=done.device)[rows_in_batch]
         keep = (~done[current]).nonzero()[:, 0]
-        if len(current) - len(keep) < max(4, len(current) // 4):
-            return rows_in_batch
         backend.select(keep)
         return current[keep]
 
-    def _hit_stop(self, tokens: torch.Tensor, t: int, window: int, stop: Sequence[str], done: torch.Tensor) -> torch.Tensor:
-        hit = torch.zeros_like(done)
-        if not stop:
-            return hit
-        live = (~done).nonzero()[:, 0].tolist()
-        tails = self.tokenizer.batch_decode(tokens[live, max(0, t + 1 - window):t + 1].tolist(), skip_special_tokens=True)
-        for row, text in zip(live, tails):
+    def _hit_stop(self, tokens: torch.Tensor, t: int, window: int, stop: Sequence[str], live: torch.Tensor) -> torch.Tensor:
+        """Which rows of `tokens` (those `live`) end in a stop string by column t."""
+        hit = torch.zeros_like(live)
+        rows = live.nonzero()[:, 0].tolist()
+        tails = self.tokenizer.batch_decode(tokens[rows, max(0, t + 1 - window):t + 1].tolist(), skip_special_tokens=True)
+        for row, text in zip(rows, tails):
             hit[row] = first_stop(text, stop) >= 0
         return hit
 
