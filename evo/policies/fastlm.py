@@ -74,12 +74,16 @@ def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     if padded is not None:  # (B, 1, 1, L): True on padded prompt positions
         scores.masked_fill_(padded, float("-inf"))
     # in a half dtype the softmax still sums in float32 (it rounds its output once)
-    return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype), values).reshape(rows, heads, 1, dim)
+    # in a half dtype the softmax still sums in float32 (and rounds its output once)
+    return torch.matmul(scores.softmax(-1), values).reshape(rows, heads, 1, dim)
 
 
 def _residual(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x + y @ weight.T (+ bias)."""
-    return x + F.linear(y, weight, bias)
+    """x + y @ weight.T (+ bias), all 2-D: without a bias, one matrix product that adds x as it writes (a
+    half dtype rounds once instead of twice; float32 sums in another order, within 1e-6)."""
+    if bias is not None:
+        return x + F.linear(y, weight, bias)
+    return torch.addmm(x, y, weight.t())
 
 
 class FastLM:
@@ -152,8 +156,7 @@ class FastLM:
         causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
         # A padded query sees itself, so no row of the attention is empty (no NaN in the cache).
         attn = causal[None] & ~pad[:, None, :] | torch.eye(width, dtype=torch.bool, device=ids.device)[None]
-        hidden = self._forward(ids, positions, attn[:, None], 0, repeat)
-        return self._logits(hidden[:, -1])
+        return self._logits(self._forward(ids, positions, attn[:, None], 0, repeat))
 
     def select(self, keep: torch.Tensor) -> None:
         """Keep only these batch rows (finished rows leave the batch)."""
@@ -164,15 +167,16 @@ class FastLM:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slot: int) -> torch.Tensor:
         """One new token per row [B] at cache slot `slot`; return logits [B, V]."""
         padded = None if self.padded is None else self.padded[..., : slot + 1]
-        hidden = self._forward(tokens[:, None], positions[:, None], padded, slot, 1)
-        return self._logits(hidden[:, -1])
+        return self._logits(self._forward(tokens[:, None], positions[:, None], padded, slot, 1))
 
     def _forward(self, ids, positions, attn, start: int, repeat: int) -> torch.Tensor:
-        """The layers over `ids` [B, length] written at cache slots start..start+length; `attn` is the
-        prefill's mask (True = attend) or a step's padding (True = masked)."""
+        """The last position's hidden state [B, d] after the layers over `ids` [B, length], whose
+        keys and values go to cache slots start..start+length; `attn` is the prefill's mask (True =
+        attend) or a step's padding (True = masked)."""
         x, rope = self._embed(ids, positions)
-        rows, length = x.shape[0], x.shape[1]
+        rows, length = ids.shape
         h, kvh, hd = self.heads, self.kv_heads, self.head_dim
+        x = x.flatten(0, 1)  # [B * length, d]: every projection one 2-D matrix product
         for layer, cache in zip(self.layers, self.cache):
             qkv = F.linear(self._norm(x, layer.norm1), layer.qkv_w, layer.qkv_b).view(rows, length, -1, hd).transpose(1, 2)
             if rope is not None:
@@ -184,9 +188,9 @@ class FastLM:
             else:
                 keys, values = cache.narrow(3, 0, start + length).unbind(0)
                 out = _decode_attention(q, keys, values, attn)
-            x = _residual(x, out.transpose(1, 2).reshape(rows, length, h * hd), layer.out_w, layer.out_b)
+            x = _residual(x, out.transpose(1, 2).reshape(rows * length, h * hd), layer.out_w, layer.out_b)
             x = _residual(x, self._mlp_hidden(self._norm(x, layer.norm2), layer), layer.down_w, layer.down_b)
-        return x
+        return x.view(rows, length, -1)[:, -1]
 
     def _embed(self, ids, positions):
         if self.llama:
