@@ -6,7 +6,8 @@ vocabulary; the model may sample any of them). No weights or data are downloaded
 nothing beyond torch, transformers (and peft for the LoRA row) is needed. Measured:
 
 - the project's sampler (`evo.policies.sampler.Sampler`) against transformers' `generate`,
-  completion tokens per second at the same batch, lengths and temperature;
+  completion tokens per second at the same batch, lengths and temperature, and how far its
+  log-probabilities are from the trainer's forward over the same tokens (`sampler_logprob_gap`);
 - one update of the project's trainer (`training.trainer.update`: log-probs, PPO-clip loss,
   backward, AdamW step) on those samples at micro-batches 1/4/16, with gradient
   checkpointing and with LoRA: seconds (the second of two updates) and peak memory; a
@@ -51,7 +52,7 @@ import tasks  # noqa: E402
 from scripts import gpu_checks  # noqa: E402
 from training.pretrain import context_for  # noqa: E402
 from evo.policies.sampler import Sampler  # noqa: E402
-from training import memory, models, precision, sft, tiny  # noqa: E402
+from training import loss, memory, models, precision, sft, tiny  # noqa: E402
 from training.config import TrainConfig  # noqa: E402
 from training.trainer import State, update  # noqa: E402
 
@@ -107,6 +108,18 @@ def sampler_rate(model, tokenizer, prompts: list[list[int]], group: int, tokens:
                                                                 seed=seed, ignore_eos=True))
         rates.append(float(samples.completion_mask.sum()) / seconds)
     return statistics.median(rates), samples
+
+
+@torch.no_grad()
+def logprob_gap(model, samples, rows: int = 16) -> dict:
+    """How far the sampler's log-probabilities are from the trainer's forward over the same tokens
+    (the two sides of the PPO ratio), over the first `rows` rollouts: mean and max |difference|.
+    A sampler that decodes wrongly on this device shows here, not in its speed."""
+    picked = torch.arange(min(rows, samples.completion_ids.shape[0]))
+    trainer_logp, _ = loss.token_logprobs(model, samples, picked)
+    mask = samples.completion_mask[picked].bool()
+    gap = (trainer_logp.float() - samples.logprobs[picked].to(trainer_logp.device))[mask.to(trainer_logp.device)].abs()
+    return {"mean": round(float(gap.mean()), 5), "max": round(float(gap.max()), 5), "tokens": int(mask.sum())}
 
 
 @torch.no_grad()
@@ -235,6 +248,7 @@ def speed_stage(args, device: str) -> dict:
                      "build_seconds": round(time.perf_counter() - started, 1)}
     rate, samples = sampler_rate(model, tokenizer, prompts, args.group, args.new_tokens, device, args.repeats)
     figures["sampler_tokens_per_s"] = round(rate, 1)
+    figures["sampler_logprob_gap"] = logprob_gap(model, samples)
     figures["generate_tokens_per_s"] = round(generate_rate(model, prompts, args.group, args.new_tokens, device, args.repeats), 1)
     figures["sampler_vs_generate"] = round(figures["sampler_tokens_per_s"] / figures["generate_tokens_per_s"], 2)
     rollout_seconds = float(samples.completion_mask.sum()) / rate

@@ -25,6 +25,8 @@ def test_gpu_accept_prints_every_figure_on_cpu(tmp_path):
     assert figures == json.loads((tmp_path / "gpu_accept.json").read_text())
     assert figures["parameters"] > 151936 * 64 and figures["dtype"] == "float32"
     assert figures["sampler_tokens_per_s"] > 0 and figures["generate_tokens_per_s"] > 0
+    gap = figures["sampler_logprob_gap"]  # float32 on CPU: the sampler's and the trainer's forward agree
+    assert gap["tokens"] == 2 * 2 * 8 and 0 <= gap["mean"] <= gap["max"] < 1e-3
     assert set(figures["updates"]) == {"full_mb1", "full_mb2", "checkpointing_mb1", "lora16_mb1"}
     for row in figures["updates"].values():
         assert row["seconds"] > 0 and row["peak_memory_gib"] > 0 and row["loss_finite"]
