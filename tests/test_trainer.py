@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import partial
 
 import numpy as np
 import pytest
@@ -11,7 +10,6 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from evo.errors import UserError, WorkFailed
-from evo.policies.prompt_format import PromptFormat
 from training.tiny import char_tokenizer
 from tests.toytask import CharMix
 from training import checkpoint, models
@@ -169,18 +167,18 @@ def test_a_run_whose_completions_are_cut_off_stops_in_one_line(init_dir, tmp_pat
 
 
 def test_the_token_budget_is_sized_from_the_tasks_demonstrations(init_dir, tmp_path):
-    """max_new_tokens 0: 1.5x the longest m-answer demonstration (+ eos), rounded up to 8; saved resolved."""
+    """max_new_tokens 0: 1.5x the longest m-answer demonstration (+ eos), rounded up to 8; saved
+    resolved. A demonstration counts as the model writes it: the character tokenizer's <bos>
+    and a chat template's wrapper are not part of it."""
+    from tests.test_prompt_format import chat_tokenizer
     from training.trainer import token_budget
 
-    task, encode = CharMix(), train_models_encoder(init_dir)
-    longest = max(len(ids) for ids in encode([task.demonstrations(i, 3, np.random.default_rng(3))
-                                              for i in task.instances("train", 16, seed=3)]))
-    assert token_budget(task, encode, 3, seed=3) == -(-(1.5 * longest + 1) // 8) * 8 >= 1.5 * longest + 1
+    task, tokenizer = CharMix(), models.load(str(init_dir))[1]
+    longest = max(len(text) for text in [task.demonstrations(i, 3, np.random.default_rng(3))
+                                         for i in task.instances("train", 16, seed=3)])  # one character, one token
+    assert token_budget(task, tokenizer, 3, seed=3) == -(-(1.5 * longest + 1) // 8) * 8 >= 1.5 * longest + 1
+    assert token_budget(task, chat_tokenizer(), 3, seed=3) == token_budget(task, tokenizer, 3, seed=3)
     run(config(init_dir, tmp_path / "auto", algo="vpo", max_new_tokens=0, steps=1), task=CharMix(), progress=False)
     saved = json.loads((tmp_path / "auto" / "train_config.json").read_text())
-    assert saved["max_new_tokens"] == token_budget(task, encode, 3, seed=3)
+    assert saved["max_new_tokens"] == token_budget(task, tokenizer, 3, seed=3)
 
-
-def train_models_encoder(init_dir):
-    tokenizer = models.load(str(init_dir))[1]
-    return partial(PromptFormat.of_checkpoint(init_dir, tokenizer).encode, tokenizer)

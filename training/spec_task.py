@@ -170,7 +170,7 @@ class SpecTask:
 
     # -- what the trainer uses when a task has it (training.rollouts.BatchScored) -----------
 
-    def token_budget(self, encode, m: int = 1) -> int:
+    def token_budget(self, tokenizer, m: int = 1) -> int:
         """The default --max-new-tokens: what the search gives a policy for these prompts (the
         spec's `max_new_tokens`, else evo.loop.auto_tokens: a whole program, or a block)."""
         group = self.evolution.ask()

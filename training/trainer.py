@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -92,7 +92,7 @@ def setup(config: TrainConfig, resume: bool, task: tasks.Task | None = None,
     head_parts(model)  # the head check, once, before step 1 (a head it cannot split is warned about here)
     encode = partial(prompt.encode, tokenizer)
     if not config.max_new_tokens:  # a task that is not a family with demonstrations (a spec) says its own
-        budget = task.token_budget(encode, m) if hasattr(task, "token_budget") else token_budget(task, encode, m, seed=config.seed)
+        budget = task.token_budget(tokenizer, m) if hasattr(task, "token_budget") else token_budget(task, tokenizer, m, seed=config.seed)
         config = replace(config, max_new_tokens=budget)
     trainer = trained_state(config, task, model, tokenizer, plan, encode=encode)
     if resume:
@@ -129,12 +129,13 @@ def precision_plan(config: TrainConfig, path: str) -> precision.Precision:
                           lora=bool(config.lora_rank), setting=config.weight_dtype, bf16=config.bf16)
 
 
-def token_budget(task: tasks.Task, encode: Callable, m: int, *, seed: int = 0, count: int = 16) -> int:
+def token_budget(task: tasks.Task, tokenizer: Any, m: int, *, seed: int = 0, count: int = 16) -> int:
     """The default --max-new-tokens: 1.5x the longest of `count` demonstrations of an m-answer
-    completion in this tokenizer's tokens, plus room for the end token (rounded up to 8)."""
+    completion in this tokenizer's tokens, plus room for the end token (rounded up to 8). A
+    demonstration is counted as the model writes it: no special tokens, no chat template around it."""
     rng = np.random.default_rng(seed)
     texts = [task.demonstrations(instance, m, rng) for instance in task.instances("train", count, seed=seed)]
-    longest = max(len(ids) for ids in encode(texts))
+    longest = max(len(ids) for ids in tokenizer(texts, add_special_tokens=False).input_ids)
     return int(math.ceil((1.5 * longest + 1) / 8) * 8)
 
 

@@ -25,7 +25,6 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -364,8 +363,7 @@ def fit(config: TrainConfig, *, use_vllm: bool = False, progress: bool = True, t
     if not config.max_new_tokens:  # sized from the task's demonstrations, as the project's trainer does
         from training.trainer import token_budget
 
-        config = dataclasses.replace(config, max_new_tokens=token_budget(task, partial(prompt.encode, tokenizer),
-                                                                         config.set_size, seed=config.seed))
+        config = dataclasses.replace(config, max_new_tokens=token_budget(task, tokenizer, config.set_size, seed=config.seed))
     config = resolved(config)
     records: list[dict] = []
     grpo_ref: list = []
