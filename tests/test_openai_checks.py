@@ -172,3 +172,47 @@ def test_numpy_scalars_are_sent_as_json_numbers(server) -> None:
     out = policy(s.url).generate(["p"], n=np.int64(2), max_new_tokens=np.int64(5), temperature=np.float32(0.5),
                                  top_p=np.float64(0.9), seed=np.int64(3))
     assert len(out[0]) == 2 and (s.bodies[0]["n"], s.bodies[0]["max_tokens"], s.bodies[0]["temperature"]) == (2, 5, 0.5)
+
+
+def test_max_tokens_stays_within_the_served_context(server) -> None:
+    """vLLM states its max_model_len in GET /models and refuses a max_tokens above it: the budget
+    is cut to the context (and, for a prompt sent as token ids, to what the prompt leaves)."""
+    s = server()
+    s.models = {"object": "list", "data": [{"id": "tiny", "max_model_len": 64}, {"id": "other", "max_model_len": 9}]}
+    p = policy(s.url)
+    p.generate(["text"], max_new_tokens=1000)
+    assert s.bodies[-1]["max_tokens"] == 1000  # before check(): nothing known, sent as asked
+    p.check()
+    assert p.context == 64
+    s.routes["/tokenize"] = {"count": 5, "max_model_len": 64}  # vLLM's, beside /v1
+    p.generate(["text"], max_new_tokens=1000)  # could pass the context: measured by the server
+    p.generate(["text"], max_new_tokens=50)  # 4 bytes + 2 + 50 <= 64: sent as asked, not measured
+    p.generate([[5] * 60], max_new_tokens=1000)
+    p.generate([[5] * 10], max_new_tokens=8)
+    assert [b["max_tokens"] for b in s.bodies[-4:]] == [59, 50, 4, 8]
+    assert s.paths == ["/tokenize"] and s.routed == [{"model": "tiny", "prompt": "text"}]
+    posts = s.posts
+    with pytest.raises(UserError, match="a prompt of 64 tokens does not fit the served model's context of 64 tokens"):
+        p.generate([[5] * 64], max_new_tokens=8)
+    assert s.posts == posts
+
+
+@pytest.mark.parametrize("entry", [{"id": "tiny"}, {"id": "tiny", "max_model_len": "64"}, {"id": "tiny", "max_model_len": 0},
+                                   {"id": "tiny", "max_model_len": True}])
+def test_a_context_the_server_does_not_state_leaves_the_budget_as_asked(server, entry: dict) -> None:
+    s = server()
+    s.models = {"object": "list", "data": [entry]}
+    p = policy(s.url)
+    p.check()
+    p.generate([[5] * 100], max_new_tokens=1000)
+    assert p.context is None and s.bodies[-1]["max_tokens"] == 1000
+
+
+def test_a_server_without_tokenize_gets_the_budget_as_asked(server) -> None:
+    s = server()
+    s.models = {"object": "list", "data": [{"id": "tiny", "max_model_len": 64}]}
+    s.routes["/tokenize"] = 404
+    p = policy(s.url, chat=True)
+    p.check()
+    p.generate(["text"], max_new_tokens=40)  # 4 bytes + a template's 256 + 40 > 64: asked, 404, sent as asked
+    assert s.bodies[-1]["max_tokens"] == 40 and s.routed[-1]["messages"] == [{"role": "user", "content": "text"}]

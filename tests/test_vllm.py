@@ -132,6 +132,10 @@ def test_vllm_serve_through_openai_policy(served, checkpoints) -> None:
         return [c.text for g in o for c in g]
 
     assert texts(again) == texts(out) and texts(other) != texts(out)
+    # the served context (GET /models' max_model_len) bounds max_tokens: a budget past it is cut, not refused
+    assert policy.context == 256
+    long = policy.generate(PROMPTS[:1], n=1, max_new_tokens=10_000, temperature=1.0, seed=3)
+    assert 0 < len(long[0][0].token_ids) < 256
 
 
 @needs_vllm

@@ -35,6 +35,7 @@ RANGES: dict[str, Range] = {
     "max_backoff": Range(0.0, 3600.0),
 }
 FLAGS = ("chat", "logprobs", "token_ids")
+TEMPLATE_TOKENS = 256  # the most tokens a chat template is taken to wrap a user message in (openai._room)
 
 
 @dataclass(frozen=True)
@@ -120,12 +121,14 @@ class OpenAIPolicy:
         self._lock = threading.Lock()
         self.attempts = 0  # requests sent, retries included (for tests and logs)
         self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}  # as the server reported them
+        self.context: int | None = None  # the served model's context in tokens, where `GET /models` says it (check)
 
     def check(self) -> None:
         """Reach the server once (no retries) and pick or validate the model; one-line error if not."""
         cfg = self.config
         try:
-            served = replies.model_ids(self._request("GET", "/models", None, timeout=min(cfg.timeout, 10.0)))
+            listed = self._request("GET", "/models", None, timeout=min(cfg.timeout, 10.0))
+            served = replies.model_ids(listed)
         except (NotJSON, replies.MalformedReply) as exc:
             raise UserError(f"openai: {cfg.base_url}/models is not an OpenAI model list: {exc}") from None
         except RetryableError as exc:
@@ -137,6 +140,7 @@ class OpenAIPolicy:
         elif served and cfg.model not in served:
             shown = one_line(", ".join(served[:10]) + (", ..." if len(served) > 10 else ""))
             raise UserError(f"openai: model {cfg.model!r} is not served by {cfg.base_url}; served: {shown}")
+        self.context = replies.context_length(listed, self.config.model)
 
     def generate(self, prompts: Sequence[str] | Sequence[Sequence[int]], *, n: int = 1, max_new_tokens: int = 256,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None, stop: Sequence[str] = ()) -> list[list[Completion]]:
@@ -155,7 +159,7 @@ class OpenAIPolicy:
 
     def _body(self, prompt: str | Sequence[int], n: int, max_new_tokens: int, temperature: float, top_p: float,
               seed: int | None, stop: Sequence[str]) -> dict:
-        body: dict = {"model": self.config.model, "n": n, "max_tokens": max_new_tokens,
+        body: dict = {"model": self.config.model, "n": n, "max_tokens": self._room(prompt, max_new_tokens),
                       "temperature": temperature, "top_p": top_p}
         if self.config.chat:
             body["messages"] = [{"role": "user", "content": prompt}]
@@ -170,6 +174,44 @@ class OpenAIPolicy:
         if self.config.token_ids:
             body["return_token_ids"] = True
         return body
+
+    def _room(self, prompt: str | Sequence[int], max_new_tokens: int) -> int:
+        """`max_new_tokens` within the served model's context, where the server states it: vLLM
+        refuses a request whose prompt and `max_tokens` together pass its max_model_len, so a
+        search's budget for a long program would end the run. A prompt is measured only when it
+        could matter: token ids by their count; a text when its UTF-8 bytes (no tokenizer writes
+        more tokens than bytes, plus its special tokens and, with `;chat`, the template's
+        wrapper: TEMPLATE_TOKENS) and the budget pass the context, by the server (vLLM's
+        /tokenize). A prompt that fills the context alone is refused in one line, as the
+        `local:` sampler refuses it."""
+        if self.context is None:
+            return max_new_tokens
+        if isinstance(prompt, str):
+            bound = len(prompt.encode()) + (TEMPLATE_TOKENS if self.config.chat else 2)
+            used = 0 if bound + max_new_tokens <= self.context else self._count(prompt)
+            if used is None:
+                return max_new_tokens
+        else:
+            used = len(prompt)
+        if used >= self.context:
+            raise UserError(f"openai: a prompt of {used} tokens does not fit the served model's context of "
+                            f"{self.context} tokens; shorten the prompt, or serve the model with a larger --max-model-len")
+        return min(max_new_tokens, self.context - used)
+
+    def _count(self, prompt: str) -> int | None:
+        """The prompt's length in the served model's tokens, by vLLM's `POST /tokenize` (beside /v1);
+        None where the server has no such endpoint."""
+        body: dict = {"model": self.config.model}
+        if self.config.chat:
+            body.update(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True)
+        else:
+            body["prompt"] = prompt
+        url = self.config.base_url.removesuffix("/v1") + "/tokenize"
+        try:
+            count = exchange("POST", url, body, self._headers(), min(self.config.timeout, 30.0)).get("count")
+        except (UserError, RetryableError, NotJSON):
+            return None
+        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
     def _complete_with_retries(self, body: dict, n: int) -> list[Completion]:
         """POST one request and read its `n` completions; a fault or a malformed reply is retried."""
@@ -197,10 +239,13 @@ class OpenAIPolicy:
         """One HTTP exchange of at most `timeout` seconds. RetryableError for transient faults, UserError for the rest."""
         with self._lock:
             self.attempts += 1
+        return exchange(method, self.config.base_url + path, body, self._headers(), timeout)
+
+    def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        return exchange(method, self.config.base_url + path, body, headers, timeout)
+        return headers
 
 
 def parse_uri(rest: str) -> OpenAIConfig:

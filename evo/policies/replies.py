@@ -37,6 +37,16 @@ def model_ids(reply: dict) -> list[str]:
             for i, m in enumerate(data)]
 
 
+def context_length(reply: dict, model: str) -> int | None:
+    """The context `model` is served with, as vLLM's `GET /models` reply states it
+    (`max_model_len`); None where the server does not say."""
+    for entry in reply.get("data") or ():
+        if isinstance(entry, dict) and entry.get("id") == model:
+            length = entry.get("max_model_len")
+            return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+    return None
+
+
 def completions(reply: dict, n: int, chat: bool) -> list[Completion]:
     """The `n` completions of a `/completions` (or, with `chat`, `/chat/completions`) reply, by index."""
     if "choices" not in reply and isinstance(reply.get("error"), dict):
