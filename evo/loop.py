@@ -111,6 +111,7 @@ class LoopConfig(RunOptions):
     policy_styles: tuple[tuple[str, str], ...] = ()  # (policy name, prompt style) where it is not `style`
     answers_by: str = SearchSettings.answers_by  # "completion": m programs in one | "samples": m completions of one prompt
     set_head: str = ""  # `continue` sets: the head's text with "{answers}" (the spec's [prompt] set_head file)
+    head: str = ""  # `continue`: the prompt's whole text for any m, "{answers}" = m (the spec's [prompt] head file)
     separator: str = ""  # `continue` sets: between the programs of a reply ("": a marker line)
 
     @classmethod
@@ -122,7 +123,8 @@ class LoopConfig(RunOptions):
                      system=prompt.system, target=search.target, feedback=prompt.feedback,
                      max_program_bytes=search.max_program_bytes, answers=search.answers or 1,
                      answers_by=search.answers_by, separator=prompt.separator,
-                     set_head=Path(prompt.set_head).read_text(encoding="utf-8") if prompt.set_head else "")
+                     set_head=Path(prompt.set_head).read_text(encoding="utf-8") if prompt.set_head else "",
+                     head=Path(prompt.head).read_text(encoding="utf-8") if prompt.head else "")
         options = {f.name: getattr(run, f.name) for f in fields(RunOptions)}
         return cls(seed=seed, **{**options, **given, **changes})
 
@@ -324,10 +326,11 @@ class Evolution:
         rng = iteration_rng(config.seed, iteration)
         island = iteration % len(self.db.islands)
         parents, inspirations = self._sample(island, rng)
+        head = config.head if style == "continue" else ""  # a policy asked in its own style builds its own
         prompt = prompts.build(style, parents, inspirations, rng=rng, system=config.system,
-                               objectives=self.objectives, minimize=minimize, stop=config.stop)
+                               objectives=self.objectives, minimize=minimize, stop=config.stop, head=head)
         prompt = prompt_sets.widen(prompt, m, objectives=self.objectives, minimize=minimize,
-                                   set_head=config.set_head, separator=config.separator)
+                                   set_head=config.set_head or head, separator=config.separator)
         return island, prompt, tuple(p.key for p in parents)
 
     def _sample(self, island: int, rng: np.random.Generator) -> tuple[list[Shown], list[Shown]]:

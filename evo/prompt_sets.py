@@ -34,9 +34,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from evo.program import START, MarkerError, split
-from evo.prompts import ParseFailure, Prompt, cut_at_stop, fence_for, fenced, fenced_blocks, parse
+from evo.prompts import ANSWERS_FIELD, ParseFailure, Prompt, cut_at_stop, fence_for, fenced, fenced_blocks, parse
 
-ANSWERS_FIELD = "{answers}"  # where a set_head file puts the number of programs
 NEXT = "EVOLVE-BLOCK-NEXT"  # the default separator line of a `continue` set: the START marker's syntax, this word
 # `### Program k` (then anything), or `**Program k**` (then nothing, or a title after a separator)
 _HEADING = re.compile(r"[ \t]{0,3}(?:(#{1,6})[ \t]+(?:\*\*)?|\*\*)Program[ \t]+0*(\d{1,9})(.*)", re.IGNORECASE)

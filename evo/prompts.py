@@ -29,6 +29,7 @@ from evo.feedback import notes
 from evo.program import END, EvolveFile, MarkerError, split
 
 STYLES = ("full", "diff", "versions", "continue")
+ANSWERS_FIELD = "{answers}"  # where a prompt head text puts the number of programs
 
 
 class ParseFailure(ValueError):
@@ -153,19 +154,26 @@ def _versions_prompt(programs: Sequence[Shown], system: str, objectives: Sequenc
     return Prompt("\n\n".join(s for s in sections if s) + "\n", "versions", base)
 
 
-def _continue_prompt(base: Shown, rng: np.random.Generator, stop: Sequence[str]) -> Prompt:
+def _continue_prompt(base: Shown, rng: np.random.Generator, stop: Sequence[str], head: str = "") -> Prompt:
+    """The program's head and a random prefix of its block; with a `head` text (the spec's
+    [prompt] head, for a model that answers a prompt rather than continuing a file), that text
+    for one program and no prefix: the reply is the whole block."""
     program = split(base.code)
+    stops = tuple(dict.fromkeys((END, *stop))) if program.has_markers else tuple(stop)
+    if head:
+        return Prompt(head.replace(ANSWERS_FIELD, "1"), "continue", base, prefix="", stop=stops)
     cut = int(rng.integers(0, len(program.block) + 1))
     prefix = program.block[:cut]
-    stops = tuple(dict.fromkeys((END, *stop))) if program.has_markers else tuple(stop)
     return Prompt(program.head + prefix, "continue", base, prefix=prefix, stop=stops)
 
 
 def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = (), *,
           rng: np.random.Generator, system: str = "You improve programs.",
-          objectives: Sequence[str] = (), minimize: Sequence[str] = (), stop: Sequence[str] = ()) -> Prompt:
+          objectives: Sequence[str] = (), minimize: Sequence[str] = (), stop: Sequence[str] = (),
+          head: str = "") -> Prompt:
     """The prompt for one policy call. `parents[0]` is the primary parent. Shown scores are the
-    scorer's real values; the objectives in `minimize` are labelled lower-is-better."""
+    scorer's real values; the objectives in `minimize` are labelled lower-is-better; `head`: a
+    `continue` prompt's whole text ("{answers}" = 1), the spec's [prompt] head."""
     if not parents:
         raise ValueError("a prompt needs at least one parent")
     if style in ("full", "diff"):
@@ -173,7 +181,7 @@ def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = 
     if style == "versions":
         return _versions_prompt([*parents, *inspirations], system, objectives, minimize)
     if style == "continue":
-        return _continue_prompt(parents[0], rng, stop)
+        return _continue_prompt(parents[0], rng, stop, head)
     raise ValueError(f"unknown prompt style {style!r}; expected one of {', '.join(STYLES)}")
 
 

@@ -88,6 +88,7 @@ class PromptSettings:
     feedback: bool = True  # show evaluator feedback and failed children's errors with shown programs
     set_head: str = ""  # `continue`: a file whose text replaces the program's head in a set prompt ("{answers}" = m)
     separator: str = ""  # `continue`: what separates the programs of a set reply (default: a marker line)
+    head: str = ""  # `continue`: a file whose text is the whole prompt for any m ("{answers}" = m), no block prefix
 
 
 @dataclass(frozen=True)
@@ -395,16 +396,29 @@ def _is_edge(edge: Any, islands: int) -> bool:
 
 def _prompt(t: _Table, path: Path) -> PromptSettings:
     d = PromptSettings()
-    set_head = t.get("set_head", d.set_head, "a file (relative to the spec) holding {answers}", lambda v: isinstance(v, str))
-    if set_head:
-        file = (path.parent / set_head).resolve()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            t.fail("set_head", "an existing UTF-8 file (relative to the spec)", str(file))
-        if ANSWERS_FIELD not in text:
-            t.fail("set_head", f"a file whose text holds {ANSWERS_FIELD} (where the number of programs goes)", str(file))
-        set_head = str(file)
-    return PromptSettings(style=t.choice("style", d.style, PROMPT_STYLES), system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)),
+    set_head = _prompt_file(t, path, "set_head", "a file (relative to the spec) holding {answers}", needs_field=True)
+    head = _prompt_file(t, path, "head", "a file (relative to the spec)", needs_field=False)
+    style = t.choice("style", d.style, PROMPT_STYLES)
+    if head and set_head:
+        t.fail("head", "no head beside a set_head (a head is the prompt for every number of programs)", "both given")
+    if head and style != "continue":
+        t.fail("head", 'a head only with style = "continue" (the other styles build their prompts from the programs)', style)
+    return PromptSettings(style=style, system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)),
                           feedback=t.get("feedback", d.feedback, "true or false", lambda v: isinstance(v, bool)),
-                          set_head=set_head, separator=t.get("separator", d.separator, "a string", lambda v: isinstance(v, str)))
+                          set_head=set_head, separator=t.get("separator", d.separator, "a string", lambda v: isinstance(v, str)),
+                          head=head)
+
+
+def _prompt_file(t: _Table, path: Path, key: str, what: str, needs_field: bool) -> str:
+    """The absolute path of the prompt text file `key` names ("" when not given), checked readable."""
+    name = t.get(key, "", what, lambda v: isinstance(v, str))
+    if not name:
+        return ""
+    file = (path.parent / name).resolve()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        t.fail(key, "an existing UTF-8 file (relative to the spec)", str(file))
+    if needs_field and ANSWERS_FIELD not in text:
+        t.fail(key, f"a file whose text holds {ANSWERS_FIELD} (where the number of programs goes)", str(file))
+    return str(file)

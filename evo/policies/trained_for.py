@@ -10,6 +10,8 @@ family, whose own spec (`Task.problem_spec`) holds the prompts it was trained on
 
 - the problem: the spec's objectives are among the task's;
 - the prompt style: the task's (`continue` for every family) is the spec's;
+- the prompt itself: a task whose spec's `[prompt] head` is its own prompt (a chat task, whose
+  model answers rather than continues) is searched with a spec that has a head too;
 - the set format: asked for m > 1 programs in `continue` prompts, the spec has the task's
   `[prompt] set_head` and `separator` (else the model's m programs read as one);
 - the set size: a checkpoint trained on sets of s > 1 programs (train_config.json's set_size)
@@ -43,6 +45,7 @@ class Trained:
     separator: str  # what separates a set's programs in the task's spec ("": the default marker line)
     set_size: int  # programs per reply of its set training; 1: none recorded
     source: str  # where a spec of the task comes from: a command, or the spec's path
+    head: bool = False  # whether the task's spec prompts with the task's own prompt ([prompt] head), no block prefix
 
 
 def recorded_task(directory: Path) -> str | None:
@@ -91,7 +94,7 @@ def trained(directory: Path, set_size: int) -> Trained | None:
 
 def _of(task: str, spec, objectives: Sequence[str], set_size: int, source: str) -> Trained:
     return Trained(task, tuple(objectives), spec.prompt.style, bool(spec.prompt.set_head), spec.prompt.separator,
-                   set_size, source)
+                   set_size, source, bool(spec.prompt.head))
 
 
 def _names(names: Sequence[str], shown: int = 6) -> str:
@@ -117,6 +120,11 @@ def mismatches(uri: str, t: Trained, spec, answers: int, answers_flag: str = "--
         lines.append(f"warning: {uri} was trained on {t.task}'s {t.style!r} prompts and this spec asks in {style!r} "
                      f"prompts, a form it never saw: expect most replies unparseable; set [prompt] style = "
                      f"\"{t.style}\" (--set prompt.style={t.style})")
+    elif t.head != bool(spec.prompt.head):
+        lines.append(f"warning: {uri} was trained on {t.task}'s prompts, which its spec "
+                     f"{'states as [prompt] head (the model answers them, writing whole programs)' if t.head else 'continues from the program file'}, "
+                     f"and this spec {'has a' if spec.prompt.head else 'has no'} [prompt] head: expect most replies unparseable; "
+                     f"search {t.source}")
     elif answers > 1 and style == "continue":
         head = bool(spec.prompt.set_head)
         if head != t.set_head or spec.prompt.separator != t.separator:

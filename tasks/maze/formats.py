@@ -136,8 +136,8 @@ on E. Reaching E is required for any reward. Then you are rewarded for the fract
 gold tiles and of diamond tiles you walked over and for avoiding lava tiles. The budget \
 does not allow collecting both gold and diamonds.
 
-Give {m} different route(s), each on its own line inside tags, moves separated by spaces:
-{example}"""
+Give {m} different route(s), one per line, each inside its own numbered tags <route_k>...</route_k> (k = 1 for the first route, 2 for the next, ...), moves separated by spaces, for example:
+<route_1>R D ...</route_1>"""
 
 _TAG = re.compile(r"<route_(\d+)>(.*?)</route_\1>", re.DOTALL)
 _MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
@@ -146,11 +146,11 @@ _MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "
 CHAT_GOAL = "This time a route's reward is {terms}.\n\n"
 
 
-def chat_prompt(maze: Maze, m: int, goal: list[int] | None = None) -> str:
-    """With `goal` (a weighting in whole percents, `units(w, 100)`) a sentence before the
-    request says it."""
-    example = "\n".join(f"<route_{i}>R D ...</route_{i}>" for i in range(1, m + 1))
-    text = CHAT_TEMPLATE.format(n=maze.size, grid="\n".join(maze.rows), budget=maze.budget, m=m, example=example)
+def chat_prompt(maze: Maze, m: int | str, goal: list[int] | None = None) -> str:
+    """The prompt for m routes; m is written once, so the m-route prompts differ only there (a
+    spec's [prompt] head is this text with m = "{answers}"). With `goal` (a weighting in whole
+    percents, `units(w, 100)`) a sentence before the request says it."""
+    text = CHAT_TEMPLATE.format(n=maze.size, grid="\n".join(maze.rows), budget=maze.budget, m=m)
     if goal is None:
         return text
     terms = " + ".join(f"{p}% {name}" for p, name in zip(goal, OBJECTIVES))

@@ -1,8 +1,12 @@
 """Problem specs for maze instances, so `evo check` / `evo run` can search one maze.
 
 The program file is the task's single-answer prompt, then the EVOLVE block holding one
-answer (a route), so with `[prompt] style = "continue"` the policy sees exactly its
-training prompt. The scorer reads the route back from the block.
+answer (a route). Compact tasks (`maze`, `maze-notes`, `maze-clusters`) search with
+`[prompt] style = "continue"`: the policy sees its training prompt and continues the route
+(a set: the task's m-answer prompt as `set_head`, routes split at ` | `). A chat task
+(`maze-chat`) is answered, not continued: its spec's `[prompt] head` is the task's m-route
+prompt itself, so the policy sees exactly its training prompt for any m, writes whole routes,
+and a set reply is split at its line breaks. The scorer reads the route back from the block.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from pathlib import Path
 
 from tasks.base import ParseError, TemplateMismatch
 from tasks.maze.env import OBJECTIVES, Maze
+from tasks.maze.formats import route_tags
 from tasks.spec_files import block_of, problem_tables, scorer_file, write_problem
 
 START_LINE = "# EVOLVE-BLOCK-START\n"
@@ -25,7 +30,7 @@ def score_file(maze: dict, style: str, path: str | Path) -> dict[str, float]:
     task = MazeTask(style=style)
     instance = Instance("maze", "spec", 0, Maze(tuple(maze["rows"]), int(maze["budget"])))
     try:
-        answers = task.parse(instance, block_of(Path(path).read_text()), m=1)
+        answers = one_route(task, instance, block_of(Path(path).read_text()))
     except (ParseError, TemplateMismatch):
         return {**dict.fromkeys(OBJECTIVES, 0.0), "valid": 0.0}
     vector = task.score(instance, answers)[0]
@@ -40,11 +45,21 @@ def score_task_file(maze: dict, task_name: str, path: str | Path) -> dict[str, f
     task = tasks.get(task_name)
     instance = Instance(task_name, "spec", 0, Maze(tuple(maze["rows"]), int(maze["budget"])))
     try:
-        answers = task.parse(instance, block_of(Path(path).read_text()), m=1)
+        answers = one_route(task, instance, block_of(Path(path).read_text()))
     except (ParseError, TemplateMismatch):
         return {**dict.fromkeys(task.objectives, 0.0), "valid": 0.0}
     vector = task.score(instance, answers)[0]
     return {**{name: float(v) for name, v in zip(task.objectives, vector)}, "valid": 1.0}
+
+
+def one_route(task, instance, block: str) -> list:
+    """The block's one route, parsed as the task parses a one-route answer. A chat route may
+    carry the number it had in a set reply (`<route_2>...</route_2>`): it is read as route 1."""
+    if task.style == "chat":
+        tags = route_tags(block)
+        if len(tags) == 1:
+            block = f"<route_1>{tags[0][1]}</route_1>"
+    return task.parse(instance, block, m=1)
 
 
 MISSING = "missing_"  # a minimized objective: the share of a treasure kind the route leaves behind
@@ -60,7 +75,7 @@ def score_missing_file(maze: dict, task_name: str, path: str | Path) -> dict[str
 
     task = tasks.get(task_name)
     instance = Instance(task_name, "spec", 0, Maze(tuple(maze["rows"]), int(maze["budget"])))
-    answers = task.parse(instance, block_of(Path(path).read_text()), m=1)  # ParseError: a failure
+    answers = one_route(task, instance, block_of(Path(path).read_text()))  # ParseError: a failure
     route = task.path(instance.data, answers[0])
     if route is None:
         raise ValueError("the route jumps or walks into a wall")
@@ -71,6 +86,7 @@ def score_missing_file(maze: dict, task_name: str, path: str | Path) -> dict[str
 
 
 SET_HEAD_FILE = "route.set.txt"
+HEAD_FILE = "route.prompt.txt"
 
 
 def set_head(task, instance) -> str | None:
@@ -88,10 +104,12 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
     """The maze's spec, its target the maze's oracle best scalar; `minimized`: every objective stated as the share left behind
     (`missing_<treasure>`, in [problem] minimize) and a bad route a failed evaluation
     (`score_missing_file`), as an own problem with minimized objectives would be."""
-    from tasks.maze.formats import SEPARATOR
+    from evo.prompts import ANSWERS_FIELD
+    from tasks.maze.formats import SEPARATOR, chat_prompt
 
     maze: Maze = instance.data
-    program = task.prompt(instance, m=1) + START_LINE + initial.strip() + "\n" + END_LINE
+    head = task.prompt(instance, m=1)
+    program = head + ("" if head.endswith("\n") else "\n") + START_LINE + initial.strip() + "\n" + END_LINE
     literal = json.dumps({"rows": list(maze.rows), "budget": maze.budget})
     prefix = MISSING if minimized else ""
     objectives = [prefix + name for name in task.objectives]
@@ -104,10 +122,13 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
         tables["problem"]["minimize"] = objectives
         del tables["search"]["target"]  # the best route leaves nothing behind: the search spends its budget
     files = {"route.txt": program}
-    head = set_head(task, instance)
-    if head is not None:  # a set search (answers > 1) asks with the task's own m-answer prompt
+    sets = set_head(task, instance)
+    if sets is not None:  # a set search (answers > 1) asks with the task's own m-answer prompt
         tables["prompt"].update(set_head=SET_HEAD_FILE, separator=SEPARATOR)
-        files[SET_HEAD_FILE] = head
+        files[SET_HEAD_FILE] = sets
+    elif task.style == "chat":  # answered, not continued: the task's own prompt for any m, one route a line
+        tables["prompt"].update(head=HEAD_FILE, separator="\n")
+        files[HEAD_FILE] = chat_prompt(maze, ANSWERS_FIELD)
     if minimized:
         scorer = scorer_file("one maze, objectives minimized", "tasks.maze.spec:score_missing_file",
                              {"MAZE": literal, "TASK": repr(task.name)})
