@@ -65,6 +65,20 @@ def kill_after_first_step_and_resume(cmd: list[str], out, timeout: float = 300) 
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
 
+def test_a_run_too_short_to_train_says_so_when_it_ends(init_dir, tmp_path):
+    """Step 1 waits for --train-every iterations scored, the lag behind the asks: a shorter run
+    ends with one warning line (before, only `evo show` told, as "0 steps")."""
+    cmd = command(init_dir, tmp_path / "short")
+    cmd[cmd.index("--iterations") + 1], cmd[cmd.index("--train-every") + 1] = "3", "3"
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("warning:")]
+    assert "--train took no training step" in line and "iterations 0-2" in line and "before iteration 4" in line
+    resumed = subprocess.run([sys.executable, "-m", "evo", "run", "--resume", str(tmp_path / "short"), "--iterations", "6",
+                              "--quiet"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0 and "warning:" not in resumed.stderr, resumed.stderr[-3000:]
+
+
 def test_a_killed_run_resumes_to_the_same_programs_and_weights(init_dir, tmp_path):
     whole = subprocess.run(command(init_dir, tmp_path / "whole"), capture_output=True, text=True, timeout=300)
     assert whole.returncode == 0, whole.stderr

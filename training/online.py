@@ -240,6 +240,16 @@ class Learner:
         return cls(policy, Path(run), settings, seed=loop.seed, lag=loop.lag, objectives=problem.objectives,
                    weights=problem.weights, group=group, answers=per_completion)
 
+    def untrained(self) -> str | None:
+        """A `warning:` line for a run that ended before its first training step (None otherwise):
+        step 1 waits for `every` iterations' proposals to be scored, `lag` iterations behind the asks."""
+        if self.state.step or self.stopped:
+            return None
+        every, lag = self.settings.every, self.lag
+        return (f"warning: --train took no training step: step 1 trains on iterations 0-{every - 1} once they are "
+                f"scored, {lag} iterations behind the search's asks (--depth x --batch), so before iteration "
+                f"{every + lag}; run more iterations (evo run --resume DIR --iterations N), or a smaller --train-every")
+
     # -- what the loop tells it (evo.loop.Observer) ------------------------------------------
 
     def asking(self, group: PromptGroup) -> None:

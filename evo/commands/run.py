@@ -78,6 +78,9 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
         observers.append(_learner(config, loaded, online))
     summary = run_dir.execute(config, loaded, progress=not quiet, observers=observers)
     click.echo(summary)
+    for observer in observers:  # a run too short to train says so here, not only in `evo show`
+        if (line := observer.untrained()) is not None:
+            click.echo(line, err=True)
 
 
 def _online_settings(algo: str | None, every: int | None, pairs: tuple[str, ...], resume_dir: Path | None):
