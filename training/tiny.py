@@ -1,9 +1,12 @@
 """Tiny causal LMs trained from scratch: a shared character tokenizer and sized configs.
 
 Every task uses the same alphabet (printable ASCII plus newline), so one tokenizer file fits
-all checkpoints. `save` writes a plain `save_pretrained` directory that
-`AutoModelForCausalLM`, `AutoTokenizer` and `vllm serve` load unchanged (in this project:
-`training.models.load`, or `evo.policies.local.load_causal_lm` without the training options).
+all checkpoints. `save` writes a plain `save_pretrained` directory that `AutoModelForCausalLM`
+and `vllm serve` load unchanged (in this project: `training.models.load`, or
+`evo.policies.local.load_causal_lm` without the training options). Load its tokenizer with
+`evo.policies.local.load_tokenizer`: transformers 5's `AutoTokenizer` rebuilds a qwen2
+checkpoint's as a `Qwen2Tokenizer`, which loses the spaces and line breaks of the character
+vocabulary ("a b\nc" comes back as "abc").
 
     tok = char_tokenizer()
     model = new_model("nano", "llama", tok)
