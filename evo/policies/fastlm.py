@@ -5,7 +5,7 @@ token: one fused q/k/v projection (the attention scale folded into its q rows), 
 on q and k together in four operations, one write of k and v into a preallocated cache, one
 attention call, one output projection, one fused MLP input: no cache concatenation, no mask
 rebuilding, no per-module Python. A decode step is launch-bound on a GPU (a 1.5B model reads
-3 GB of weights a step against some 600 operations), so every operation a layer saves is time:
+3 GB of weights a step against some 500 operations), so every operation a layer saves is time:
 tests/benchmarks/bench_decode_overhead.py counts them. Weights are fused when a `FastLM` is
 built (one per sampling call), so a model being trained is always read fresh.
 """
@@ -73,7 +73,6 @@ def _decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     scores = torch.matmul(q.reshape(rows, keys.shape[1], groups, dim), keys.transpose(-1, -2))
     if padded is not None:  # (B, 1, 1, L): True on padded prompt positions
         scores.masked_fill_(padded, float("-inf"))
-    # in a half dtype the softmax still sums in float32 (it rounds its output once)
     # in a half dtype the softmax still sums in float32 (and rounds its output once)
     return torch.matmul(scores.softmax(-1), values).reshape(rows, heads, 1, dim)
 
