@@ -104,7 +104,6 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
     """The maze's spec, its target the maze's oracle best scalar; `minimized`: every objective stated as the share left behind
     (`missing_<treasure>`, in [problem] minimize) and a bad route a failed evaluation
     (`score_missing_file`), as an own problem with minimized objectives would be."""
-    from evo.prompts import ANSWERS_FIELD
     from tasks.maze.formats import SEPARATOR, chat_prompt
 
     maze: Maze = instance.data
@@ -128,7 +127,7 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
         files[SET_HEAD_FILE] = sets
     elif task.style == "chat":  # answered, not continued: the task's own prompt for any m, one route a line
         tables["prompt"].update(head=HEAD_FILE, separator="\n")
-        files[HEAD_FILE] = chat_prompt(maze, ANSWERS_FIELD)
+        files[HEAD_FILE] = chat_prompt(maze, "{answers}")  # where a head file puts m
     if minimized:
         scorer = scorer_file("one maze, objectives minimized", "tasks.maze.spec:score_missing_file",
                              {"MAZE": literal, "TASK": repr(task.name)})
