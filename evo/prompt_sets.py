@@ -151,7 +151,9 @@ def _texts(prompt: Prompt, reply: str) -> list[str]:
     """The reply's answer texts in order, as the one-answer parser of the style reads them."""
     if prompt.style == "continue":
         pieces = cut_at_stop(reply, prompt.stop).split(prompt.separator)
-        return [prompt.prefix + pieces[0], *pieces[1:]]
+        if not prompt.prefix and not prompt.separator.strip():  # whole programs a line: blank lines hold none
+            pieces = [piece for piece in pieces if piece.strip()]
+        return [prompt.prefix + pieces[0], *pieces[1:]] if pieces else []
     found = sections(reply)
     if found or prompt.style == "diff":
         return found or [reply]

@@ -110,3 +110,23 @@ def test_a_chat_checkpoint_on_a_spec_without_the_head_is_warned(chat_spec, tmp_p
     (path.parent / "nohead.toml").write_text(text)
     (line,) = trained_for.warnings(specs.load(path.parent / "nohead.toml"), f"local:{checkpoint}", 1)
     assert "[prompt] head" in line and "has no [prompt] head" in line and "tasks.get('maze-chat')" in line
+
+
+@pytest.mark.parametrize("shape", ["\n{}", "{}\n\n", "\r\n{}"])
+def test_blank_lines_around_a_set_replys_routes_are_not_programs(chat_spec, tmp_path, shape):
+    """A chat model's set reply with a leading line break, blank lines between routes, or CRLF:
+    every route is still its own program (the head's separator is a line break)."""
+    from evo import prompt_sets, prompts
+    from tasks.spec_files import block_of
+
+    path, instance = chat_spec
+    spec = specs.load(path)
+    config = LoopConfig.for_spec(spec)
+    base = prompts.Shown((path.parent / "route.txt").read_text(), 0.0)
+    one = prompts.build("continue", [base], rng=np.random.default_rng(0), head=config.head)
+    prompt = prompt_sets.widen(one, 3, set_head=config.head, separator=config.separator)
+    routes = TASK.demonstrations(instance, 3, np.random.default_rng(1)).split("\n")
+    reply = "\n".join(shape.format(route) for route in routes)
+    found = prompt_sets.programs(prompt, reply)
+    assert [isinstance(p, str) for p in found] == [True] * 3
+    assert [block_of(p).strip() for p in found] == [route.strip() for route in routes]

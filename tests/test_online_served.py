@@ -100,3 +100,24 @@ def test_a_server_left_paused_mid_push_is_resumed_by_the_next_trainer(url, init_
     trainee, _ = policy.trainee()  # a push: refused by vLLM had the interrupted update stayed open
     served, ours = greedy(url, init_dir, trainee.state_dict())
     assert served == ours
+
+
+@needs_vllm
+def test_the_trainer_samples_as_asked_whatever_the_checkpoints_generation_config(tmp_path):
+    """`vllm serve` takes top_k, min_p and penalties from generation_config.json unless a request
+    sets them (Qwen2.5-Instruct ships top_k 20 and a repetition penalty of 1.05): a plain
+    `openai:` policy on a checkpoint whose config says top_k = 1 draws one answer, the trainer's
+    `;train=` policy draws at the asked temperature, as `local:` and its own rollouts do."""
+    import json
+
+    tok = tiny.char_tokenizer()
+    tiny.save(tiny.new_model("nano", "llama", tok, context=512, seed=4), tok, tmp_path / "ckpt")
+    config = json.loads((tmp_path / "ckpt" / "generation_config.json").read_text())
+    (tmp_path / "ckpt" / "generation_config.json").write_text(json.dumps({**config, "top_k": 1}))
+    with serving(tmp_path / "ckpt", tmp_path / "serve.log", max_model_len=512, extra=TRAINABLE,
+                 env={"VLLM_SERVER_DEV_MODE": "1"}) as served:
+        plain = load(f"openai:{served}#tiny;timeout=120").generate([PROMPT], n=8, max_new_tokens=12, temperature=1.0, seed=1)
+        trained = load(f"openai:{served}#tiny;train={tmp_path / 'ckpt'};timeout=120").generate(
+            [PROMPT], n=8, max_new_tokens=12, temperature=1.0, seed=1)
+    assert len({c.text for c in plain[0]}) == 1  # the config's top_k = 1: greedy
+    assert len({c.text for c in trained[0]}) > 1

@@ -82,6 +82,8 @@ def test_prompts_go_as_the_checkpoints_token_ids_and_ids_come_back(server, check
     policy.generate(["def f(x):", "ab"], n=2, max_new_tokens=4)
     assert sorted(body["prompt"] for body in fake.bodies) == sorted(policy.encode(["def f(x):", "ab"]))  # requests run concurrently
     assert all(body["return_token_ids"] for body in fake.bodies)
+    # nothing of the checkpoint's generation_config.json (top_k, penalties) reshapes what the learner trains on
+    assert all(body["top_k"] == 0 and body["repetition_penalty"] == 1.0 and body["min_p"] == 0.0 for body in fake.bodies)
 
 
 def test_a_server_that_ignores_return_token_ids_is_refused_at_its_first_sample_in_one_line(server, checkpoint) -> None:  # noqa: F811

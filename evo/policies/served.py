@@ -46,6 +46,10 @@ HOW = (f"start it as VLLM_SERVER_DEV_MODE=1 vllm serve PATH --worker-extension-c
        f"--weight-transfer-config '{{\"backend\": \"{BACKEND}\"}}' (vpo-evo installed in its env)")
 
 
+# vLLM's neutral values of the sampling settings a served model's generation_config.json can set
+NEUTRAL_SAMPLING = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
 class ServedPolicy(OpenAIPolicy):
     """An `openai:` policy over a `vllm serve` of the checkpoint `config.train`, Trainable."""
 
@@ -103,6 +107,13 @@ class ServedPolicy(OpenAIPolicy):
                             "`return_token_ids`, which ;train= needs to train on what it sampled; serve the model "
                             "with a vLLM that returns them (0.31 is tested)")
         return groups
+
+    def _body(self, *args: Any) -> dict:
+        """The request, with every sampling setting `vllm serve` would otherwise take from the
+        checkpoint's generation_config.json (Qwen2.5-Instruct's: top_k 20, repetition penalty
+        1.05) set to none: the learner trains on these samples as drawn at the asked temperature
+        and top-p, as `local:` and the trainer's own rollouts draw them."""
+        return {**super()._body(*args), **NEUTRAL_SAMPLING}
 
     # -- Trainable (evo.policies.base): a torch copy is trained, its weights pushed in ---------
 
