@@ -221,3 +221,17 @@ def test_the_first_failure_is_raised_without_waiting_for_the_rest(server) -> Non
 
 def test_backoff_never_overflows() -> None:
     assert backoff_delay(5000, 0.5, 30.0, random.Random(0)) <= 30.0
+
+
+def test_a_server_that_stops_mid_run_is_named_as_stopped(server) -> None:
+    """A server that answered, then died (a crashed `vllm serve`): the one line says it may have
+    stopped and where to look, not only "Connection refused"."""
+    from evo.errors import WorkFailed
+
+    s = server()
+    p = policy(s.url, retries=1)
+    p.generate(["x"], max_new_tokens=2)
+    s.close()
+    with pytest.raises(WorkFailed) as failed:
+        p.generate(["x"], max_new_tokens=2)
+    assert "Connection refused" in str(failed.value) and "has it stopped? its log says why" in str(failed.value)

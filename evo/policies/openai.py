@@ -230,7 +230,9 @@ class OpenAIPolicy:
             except (RetryableError, replies.MalformedReply) as exc:
                 reason = f"malformed reply: {exc}" if isinstance(exc, replies.MalformedReply) else str(exc)
                 if attempt == cfg.retries:
-                    raise WorkFailed(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {reason}") from None
+                    gone = " (the server answered before: has it stopped? its log says why)" if (
+                        self.usage["requests"] and "Connection refused" in reason) else ""
+                    raise WorkFailed(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {reason}{gone}") from None
                 delay = backoff_delay(attempt, cfg.backoff, cfg.max_backoff, self._rng)
                 time.sleep(max(delay, min(getattr(exc, "retry_after", None) or 0.0, cfg.max_backoff)))
         raise AssertionError("unreachable")
