@@ -161,10 +161,7 @@ class OpenAIPolicy:
               seed: int | None, stop: Sequence[str]) -> dict:
         body: dict = {"model": self.config.model, "n": n, "max_tokens": self._room(prompt, max_new_tokens),
                       "temperature": temperature, "top_p": top_p}
-        if self.config.chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)  # token ids: /completions only
+        body.update(self._prompt_fields(prompt))
         if seed is not None:
             body["seed"] = seed
         if stop:
@@ -174,6 +171,12 @@ class OpenAIPolicy:
         if self.config.token_ids:
             body["return_token_ids"] = True
         return body
+
+    def _prompt_fields(self, prompt: str | Sequence[int]) -> dict:
+        """How a request carries its prompt: one user message with `;chat`, else the text or token ids."""
+        if self.config.chat:
+            return {"messages": [{"role": "user", "content": prompt}]}
+        return {"prompt": prompt if isinstance(prompt, str) else list(prompt)}  # token ids: /completions only
 
     def _room(self, prompt: str | Sequence[int], max_new_tokens: int) -> int:
         """`max_new_tokens` within the served model's context, where the server states it: vLLM
@@ -201,11 +204,9 @@ class OpenAIPolicy:
     def _count(self, prompt: str) -> int | None:
         """The prompt's length in the served model's tokens, by vLLM's `POST /tokenize` (beside /v1);
         None where the server has no such endpoint."""
-        body: dict = {"model": self.config.model}
+        body = {"model": self.config.model, **self._prompt_fields(prompt)}
         if self.config.chat:
-            body.update(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True)
-        else:
-            body["prompt"] = prompt
+            body["add_generation_prompt"] = True
         url = self.config.base_url.removesuffix("/v1") + "/tokenize"
         try:
             count = exchange("POST", url, body, self._headers(), min(self.config.timeout, 30.0)).get("count")
@@ -231,7 +232,7 @@ class OpenAIPolicy:
                 reason = f"malformed reply: {exc}" if isinstance(exc, replies.MalformedReply) else str(exc)
                 if attempt == cfg.retries:
                     gone = " (the server answered before: has it stopped? its log says why)" if (
-                        self.usage["requests"] and "Connection refused" in reason) else ""
+                        self.usage["requests"] and getattr(exc, "refused", False)) else ""
                     raise WorkFailed(f"openai: POST {cfg.base_url}{path} failed after {attempt + 1} attempts: {reason}{gone}") from None
                 delay = backoff_delay(attempt, cfg.backoff, cfg.max_backoff, self._rng)
                 time.sleep(max(delay, min(getattr(exc, "retry_after", None) or 0.0, cfg.max_backoff)))

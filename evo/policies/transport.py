@@ -25,9 +25,10 @@ MAX_REPLY_BYTES = 64 << 20  # a longer reply is a fault, not something to hold i
 class RetryableError(Exception):
     """A failure worth another attempt (429, 5xx, timeout, connection, malformed reply)."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, retry_after: float | None = None, refused: bool = False) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
+        self.refused = refused  # the connection was refused: nothing listens at the address
 
 
 class NotJSON(RetryableError):
@@ -129,7 +130,9 @@ def exchange(method: str, url: str, body: dict | None, headers: dict[str, str], 
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             if deadline.expired:
                 raise RetryableError(f"timed out after {timeout:g} s") from None
-            raise RetryableError(f"connection error: {_describe(getattr(exc, 'reason', exc))}") from None
+            reason = getattr(exc, "reason", exc)
+            raise RetryableError(f"connection error: {_describe(reason)}",
+                                 refused=isinstance(reason, ConnectionRefusedError)) from None
     if deadline.expired:  # a reply without a length, cut short by the deadline
         raise RetryableError(f"timed out after {timeout:g} s")
     if missing and len(raw) <= MAX_REPLY_BYTES:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from tasks.base import ParseError, TemplateMismatch
 from tasks.maze.env import OBJECTIVES, Maze
-from tasks.maze.formats import route_tags
 from tasks.spec_files import block_of, problem_tables, scorer_file, write_problem
 
 START_LINE = "# EVOLVE-BLOCK-START\n"
@@ -53,13 +52,11 @@ def score_task_file(maze: dict, task_name: str, path: str | Path) -> dict[str, f
 
 
 def one_route(task, instance, block: str) -> list:
-    """The block's one route, parsed as the task parses a one-route answer. A chat route may
-    carry the number it had in a set reply (`<route_2>...</route_2>`): it is read as route 1."""
-    if task.style == "chat":
-        tags = route_tags(block)
-        if len(tags) == 1:
-            block = f"<route_1>{tags[0][1]}</route_1>"
-    return task.parse(instance, block, m=1)
+    """The block's one route, parsed as the task parses a one-route answer; a block holding one
+    answer is read as `task.answer_texts` gives it alone (a chat route numbered as in a set
+    reply, `<route_2>...</route_2>`, is route 1)."""
+    texts = task.answer_texts(block)
+    return task.parse(instance, texts[0] if len(texts) == 1 else block, m=1)
 
 
 MISSING = "missing_"  # a minimized objective: the share of a treasure kind the route leaves behind
