@@ -113,6 +113,7 @@ class LoopConfig(RunOptions):
     set_head: str = ""  # `continue` sets: the head's text with "{answers}" (the spec's [prompt] set_head file)
     head: str = ""  # `continue`: the prompt's whole text for any m, "{answers}" = m (the spec's [prompt] head file)
     separator: str = ""  # `continue` sets: between the programs of a reply ("": a marker line)
+    answer_pattern: str = ""  # with a head: what each program of a reply matches (the spec's [prompt] answer_pattern)
 
     @classmethod
     def of(cls, search: SearchSettings, prompt: PromptSettings, seed: int = 0, run: RunOptions = RunOptions(),
@@ -122,7 +123,7 @@ class LoopConfig(RunOptions):
         given = dict(iterations=search.iterations, samples=search.samples_per_prompt, style=prompt.style,
                      system=prompt.system, target=search.target, feedback=prompt.feedback,
                      max_program_bytes=search.max_program_bytes, answers=search.answers or 1,
-                     answers_by=search.answers_by, separator=prompt.separator,
+                     answers_by=search.answers_by, separator=prompt.separator, answer_pattern=prompt.answer_pattern,
                      set_head=Path(prompt.set_head).read_text(encoding="utf-8") if prompt.set_head else "",
                      head=Path(prompt.head).read_text(encoding="utf-8") if prompt.head else "")
         options = {f.name: getattr(run, f.name) for f in fields(RunOptions)}
@@ -328,7 +329,8 @@ class Evolution:
         parents, inspirations = self._sample(island, rng)
         head = config.head if style == "continue" else ""  # a policy asked in its own style builds its own
         prompt = prompts.build(style, parents, inspirations, rng=rng, system=config.system,
-                               objectives=self.objectives, minimize=minimize, stop=config.stop, head=head)
+                               objectives=self.objectives, minimize=minimize, stop=config.stop, head=head,
+                               pattern=config.answer_pattern)
         prompt = prompt_sets.widen(prompt, m, objectives=self.objectives, minimize=minimize,
                                    set_head=config.set_head or head, separator=config.separator)
         return island, prompt, tuple(p.key for p in parents)

@@ -11,7 +11,9 @@ and the reply split back into its m programs.
   in training); without one, a comment line in the marker's syntax says that m versions of
   the block follow, separated by `separator` lines. The random prefix of the parent's block
   follows as in the one-answer form: the first program continues it, each later one starts
-  after a separator.
+  after a separator. With the spec's `[prompt] answer_pattern` (a head spec: no prefix), the
+  reply's programs are the pattern's matches wherever they stand (prose around them, several
+  on one line), not the pieces between separators.
 
 `programs(prompt, reply, cut)` gives exactly m entries, each the text of a candidate program
 or the ParseFailure of that one program: a missing, malformed or cut-off program fails alone
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from evo.program import START, MarkerError, split
-from evo.prompts import ANSWERS_FIELD, ParseFailure, Prompt, cut_at_stop, fence_for, fenced, fenced_blocks, parse
+from evo.prompts import ANSWERS_FIELD, ParseFailure, Prompt, answers_matching, cut_at_stop, fence_for, fenced, fenced_blocks, parse
 
 NEXT = "EVOLVE-BLOCK-NEXT"  # the default separator line of a `continue` set: the START marker's syntax, this word
 # `### Program k` (then anything), or `**Program k**` (then nothing, or a title after a separator)
@@ -149,6 +151,8 @@ def _fenced_parts(reply: str) -> list[str]:
 
 def _texts(prompt: Prompt, reply: str) -> list[str]:
     """The reply's answer texts in order, as the one-answer parser of the style reads them."""
+    if prompt.style == "continue" and prompt.pattern:  # a head spec's answers, wherever the reply puts them
+        return answers_matching(prompt.pattern, cut_at_stop(reply, prompt.stop))
     if prompt.style == "continue":
         pieces = cut_at_stop(reply, prompt.stop).split(prompt.separator)
         if not prompt.prefix and not prompt.separator.strip():  # whole programs a line: blank lines hold none
@@ -180,7 +184,7 @@ def programs(prompt: Prompt, reply: str, cut: bool = False) -> list[str | ParseF
     for k in range(m):
         if k >= len(texts):
             out.append(ParseFailure(f"the reply holds {len(texts)} of the {m} programs asked for; program {k + 1} is missing"))
-        elif cut and k == len(texts) - 1:
+        elif cut and k == len(texts) - 1 and not prompt.pattern:  # a match is whole: the cut tail matched nothing
             out.append(ParseFailure(f"program {k + 1} of {m} was cut off at the token budget"))
         else:
             try:

@@ -57,6 +57,7 @@ class Prompt:
     stop: tuple[str, ...] = ()
     answers: int = 1  # programs asked for in one reply (evo/prompt_sets.py)
     separator: str = ""  # `continue` sets: what separates the programs of a reply
+    pattern: str = ""  # `continue` with a head: a regular expression each answer of a reply matches (found anywhere)
 
 
 def _score_line(shown: Shown, minimize: Sequence[str] = ()) -> str:
@@ -154,14 +155,16 @@ def _versions_prompt(programs: Sequence[Shown], system: str, objectives: Sequenc
     return Prompt("\n\n".join(s for s in sections if s) + "\n", "versions", base)
 
 
-def _continue_prompt(base: Shown, rng: np.random.Generator, stop: Sequence[str], head: str = "") -> Prompt:
+def _continue_prompt(base: Shown, rng: np.random.Generator, stop: Sequence[str], head: str = "",
+                     pattern: str = "") -> Prompt:
     """The program's head and a random prefix of its block; with a `head` text (the spec's
     [prompt] head, for a model that answers a prompt rather than continuing a file), that text
-    for one program and no prefix: the reply is the whole block."""
+    for one program and no prefix: the reply is the whole block, or with a `pattern` (the spec's
+    [prompt] answer_pattern) its first match."""
     program = split(base.code)
     stops = tuple(dict.fromkeys((END, *stop))) if program.has_markers else tuple(stop)
     if head:
-        return Prompt(head.replace(ANSWERS_FIELD, "1"), "continue", base, prefix="", stop=stops)
+        return Prompt(head.replace(ANSWERS_FIELD, "1"), "continue", base, prefix="", stop=stops, pattern=pattern)
     cut = int(rng.integers(0, len(program.block) + 1))
     prefix = program.block[:cut]
     return Prompt(program.head + prefix, "continue", base, prefix=prefix, stop=stops)
@@ -170,10 +173,11 @@ def _continue_prompt(base: Shown, rng: np.random.Generator, stop: Sequence[str],
 def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = (), *,
           rng: np.random.Generator, system: str = "You improve programs.",
           objectives: Sequence[str] = (), minimize: Sequence[str] = (), stop: Sequence[str] = (),
-          head: str = "") -> Prompt:
+          head: str = "", pattern: str = "") -> Prompt:
     """The prompt for one policy call. `parents[0]` is the primary parent. Shown scores are the
     scorer's real values; the objectives in `minimize` are labelled lower-is-better; `head`: a
-    `continue` prompt's whole text ("{answers}" = 1), the spec's [prompt] head."""
+    `continue` prompt's whole text ("{answers}" = 1), the spec's [prompt] head; `pattern` (with a
+    head): what each answer of a reply matches, the spec's [prompt] answer_pattern."""
     if not parents:
         raise ValueError("a prompt needs at least one parent")
     if style in ("full", "diff"):
@@ -181,7 +185,7 @@ def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = 
     if style == "versions":
         return _versions_prompt([*parents, *inspirations], system, objectives, minimize)
     if style == "continue":
-        return _continue_prompt(parents[0], rng, stop, head)
+        return _continue_prompt(parents[0], rng, stop, head, pattern if head else "")
     raise ValueError(f"unknown prompt style {style!r}; expected one of {', '.join(STYLES)}")
 
 
@@ -296,15 +300,25 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str:
 
 
 def _parse_continue(prompt: Prompt, reply: str) -> str:
-    if reply.lstrip().startswith("```"):
+    if reply.lstrip().startswith("```") and not prompt.pattern:
         code = fenced_code(reply)
         if code is not None:
             return _splice_reply(prompt.base, code)
     program: EvolveFile = split(prompt.base.code)
     block = prompt.prefix + cut_at_stop(reply, prompt.stop)
+    if prompt.pattern:
+        found = answers_matching(prompt.pattern, block)
+        if not found:
+            raise ParseFailure(f"no answer matching [prompt] answer_pattern {prompt.pattern!r} in the reply")
+        block = found[0]
     if not block.strip():
         raise ParseFailure("the continuation is empty")
     return program.with_block(block).text
+
+
+def answers_matching(pattern: str, text: str) -> list[str]:
+    """Each non-empty match of `pattern` in `text`, in order (`.` matches line breaks too)."""
+    return [found.group(0) for found in re.finditer(pattern, text, re.DOTALL) if found.group(0).strip()]
 
 
 def parse(prompt: Prompt, reply: str) -> str:

@@ -89,6 +89,7 @@ class PromptSettings:
     set_head: str = ""  # `continue`: a file whose text replaces the program's head in a set prompt ("{answers}" = m)
     separator: str = ""  # `continue`: what separates the programs of a set reply (default: a marker line)
     head: str = ""  # `continue`: a file whose text is the whole prompt for any m ("{answers}" = m), no block prefix
+    answer_pattern: str = ""  # with a head: a regular expression; a reply's programs are its matches, wherever they stand
 
 
 @dataclass(frozen=True)
@@ -403,10 +404,27 @@ def _prompt(t: _Table, path: Path) -> PromptSettings:
         t.fail("head", "no head beside a set_head (a head is the prompt for every number of programs)", "both given")
     if head and style != "continue":
         t.fail("head", 'a head only with style = "continue" (the other styles build their prompts from the programs)', style)
+    separator = t.get("separator", d.separator, "a string", lambda v: isinstance(v, str))
+    pattern = t.get("answer_pattern", d.answer_pattern, "a regular expression (Python's re) that an answer matches and an empty text does not",
+                    _is_pattern)
+    if pattern and not head:
+        t.fail("answer_pattern", "an answer_pattern only with a [prompt] head (a continued block has no answer to find)",
+               pattern)
+    if pattern and separator:
+        t.fail("answer_pattern", "no separator beside an answer_pattern (the pattern finds each program)", separator)
     return PromptSettings(style=style, system=t.get("system", d.system, "a string", lambda v: isinstance(v, str)),
                           feedback=t.get("feedback", d.feedback, "true or false", lambda v: isinstance(v, bool)),
-                          set_head=set_head, separator=t.get("separator", d.separator, "a string", lambda v: isinstance(v, str)),
-                          head=head)
+                          set_head=set_head, separator=separator, head=head, answer_pattern=pattern)
+
+
+def _is_pattern(value: Any) -> bool:
+    """A string that compiles as a regular expression and cannot match the empty string."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return re.compile(value).fullmatch("") is None
+    except re.error:
+        return False
 
 
 def _prompt_file(t: _Table, path: Path, key: str, what: str, needs_field: bool) -> str:

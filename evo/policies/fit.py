@@ -14,7 +14,7 @@ from evo import prompts
 from evo.errors import UserError
 from evo.policies.checkpoints import CHECKPOINTS, resolve_checkpoint, shipped_checkpoints
 from evo.program import MarkerError, split
-from evo.prompts import Shown
+from evo.prompts import ANSWERS_FIELD, Shown
 
 
 def context_of(directory: Path) -> int | None:
@@ -38,8 +38,10 @@ def task_of(directory: Path) -> str:
 
 def smallest_prompt(spec) -> str:
     """The shortest prompt a run of `spec` sends: the initial program as the only parent
-    (for `continue`, the part of the file before its EVOLVE block)."""
+    (for `continue`, the part of the file before its EVOLVE block, or the spec's head for one answer)."""
     code = spec.problem.program.read_text(encoding="utf-8")
+    if spec.prompt.style == "continue" and spec.prompt.head:
+        return Path(spec.prompt.head).read_text(encoding="utf-8").replace(ANSWERS_FIELD, "1")
     if spec.prompt.style == "continue":
         try:
             return split(code).head

@@ -139,7 +139,8 @@ does not allow collecting both gold and diamonds.
 Give {m} different route(s), one per line, each inside its own numbered tags <route_k>...</route_k> (k = 1 for the first route, 2 for the next, ...), moves separated by spaces, for example:
 <route_1>R D ...</route_1>"""
 
-_TAG = re.compile(r"<route_(\d+)>(.*?)</route_\1>", re.DOTALL)
+ROUTE_TAG = r"<route_(\d+)>(.*?)</route_\1>"  # one route of a chat reply (a chat spec's [prompt] answer_pattern)
+_TAG = re.compile(ROUTE_TAG, re.DOTALL)
 _MOVE_WORDS = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 

@@ -6,7 +6,9 @@ answer (a route). Compact tasks (`maze`, `maze-notes`, `maze-clusters`) search w
 (a set: the task's m-answer prompt as `set_head`, routes split at ` | `). A chat task
 (`maze-chat`) is answered, not continued: its spec's `[prompt] head` is the task's m-route
 prompt itself, so the policy sees exactly its training prompt for any m, writes whole routes,
-and a set reply is split at its line breaks. The scorer reads the route back from the block.
+and a reply's routes are its `<route_k>...</route_k>` tags wherever they stand
+(`[prompt] answer_pattern`: prose around them, several on one line). The scorer reads the
+route back from the block.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
     """The maze's spec, its target the maze's oracle best scalar; `minimized`: every objective stated as the share left behind
     (`missing_<treasure>`, in [problem] minimize) and a bad route a failed evaluation
     (`score_missing_file`), as an own problem with minimized objectives would be."""
-    from tasks.maze.formats import SEPARATOR, chat_prompt
+    from tasks.maze.formats import ROUTE_TAG, SEPARATOR, chat_prompt
 
     maze: Maze = instance.data
     head = task.prompt(instance, m=1)
@@ -122,8 +124,8 @@ def write_spec(task, instance, directory: Path, initial: str, minimized: bool = 
     if sets is not None:  # a set search (answers > 1) asks with the task's own m-answer prompt
         tables["prompt"].update(set_head=SET_HEAD_FILE, separator=SEPARATOR)
         files[SET_HEAD_FILE] = sets
-    elif task.style == "chat":  # answered, not continued: the task's own prompt for any m, one route a line
-        tables["prompt"].update(head=HEAD_FILE, separator="\n")
+    elif task.style == "chat":  # answered, not continued: the task's own prompt for any m, each route its own tags
+        tables["prompt"].update(head=HEAD_FILE, answer_pattern=ROUTE_TAG)
         files[HEAD_FILE] = chat_prompt(maze, "{answers}")  # where a head file puts m
     if minimized:
         scorer = scorer_file("one maze, objectives minimized", "tasks.maze.spec:score_missing_file",
