@@ -207,3 +207,12 @@ def test_an_answer_pattern_needs_a_head(chat_spec, tmp_path):
     (path.parent / "nohead.toml").write_text(path.read_text().replace('head = "route.prompt.txt"', ""))
     with pytest.raises(specs.SpecError, match=r"\[prompt\] answer_pattern: expected an answer_pattern only with a \[prompt\] head"):
         specs.load(path.parent / "nohead.toml")
+
+
+def test_the_context_check_measures_the_heads_prompt(chat_spec):
+    """`local:` checks that the smallest prompt fits the model's context: for a head spec that is
+    the head's one-route prompt (the program file's text before its block is another text)."""
+    from evo.policies import fit
+
+    path, instance = chat_spec
+    assert fit.smallest_prompt(specs.load(path)) == TASK.prompt(instance, 1)

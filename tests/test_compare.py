@@ -234,3 +234,34 @@ def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout.strip().splitlines()[-1])["search"] == data["search"]
     assert (kept / "record.json").stat().st_mtime_ns == stamp
+
+
+def test_a_checkpoints_trained_budget_per_answer_is_read_from_its_training_config():
+    from evo import policies
+
+    assert policies.trained_tokens("local:maze-notes-grpo") == 100  # max_new_tokens 100, one answer
+    assert policies.trained_tokens("local:maze-vpo") == 66  # 196 tokens for 3 routes, rounded up
+    assert policies.trained_tokens("local:maze-warmup") is None  # no train_config.json
+    assert policies.trained_tokens("mutate:") is None
+    assert pools.answer_budget([None, 100, 66]) == 100 and pools.answer_budget([None]) == pools.FALLBACK_TOKENS == 64
+    (line,) = pools.budget_warnings(66, {"warmup": None, "grpo": 100, "vpo": 66})
+    assert line.startswith("warning: grpo was trained to write answers of up to 100 tokens; --tokens-per-answer 66")
+
+
+def test_every_policy_samples_at_the_largest_trained_budget_unless_told(tmp_path):
+    """maze-notes answers (a route and its notes) were trained at 100 tokens; the old fixed default
+    of 64 cut them. Left out, the budget is the largest trained one, for every policy alike; given
+    below it, one warning line says whose answers it may cut."""
+    args = ["compare", "--task", "maze-notes", "--policy", "warmup=local:maze-notes-warmup", "--policy",
+            "grpo=local:maze-notes-grpo", "--instances", "2", "--pool", "2", "--k", "1", "--search-instances", "0",
+            "--json", "--quiet"]
+    result = evo(*args, "--out", str(tmp_path / "a"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["settings"]["tokens_per_answer"] == 100
+    assert json.loads((tmp_path / "a" / "settings.json").read_text())["--tokens-per-answer"] == 100
+    assert "may cut" not in result.stderr
+    told = evo(*args, "--tokens-per-answer", "64", "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert told.returncode == 0, told.stderr
+    assert json.loads(told.stdout.strip().splitlines()[-1])["settings"]["tokens_per_answer"] == 64
+    warned = [line for line in told.stderr.splitlines() if "may cut" in line]
+    assert len(warned) == 1 and warned[0].startswith("warning: grpo was trained to write answers of up to 100 tokens")

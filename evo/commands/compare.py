@@ -38,7 +38,9 @@ def spec_option(*decls, **attrs):
 @task_option("--instances", default=100, type=click.IntRange(2), help="held-out instances to sample")
 @task_option("--pool", default=Sampling.pool, type=click.IntRange(1), help="candidate answers per instance and policy")
 @task_option("--temperature", default=Sampling.temperature, type=params.TEMPERATURE)
-@task_option("--tokens-per-answer", default=Sampling.tokens_per_answer, type=click.IntRange(1))
+@task_option("--tokens-per-answer", default=0, type=click.IntRange(0),
+             help="the token budget of one answer (m answers: m times this, plus 8), the same for every policy; "
+                  "0: the largest any policy's checkpoint was trained with (train_config.json), else 64")
 @task_option("--search-instances", default=SearchProtocol.instances, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
 @task_option("--search-seeds", default=SearchProtocol.seeds, type=click.IntRange(1))
 @task_option("--search-programs", default=SearchProtocol.programs, type=click.IntRange(1),
@@ -73,7 +75,13 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
     if task_name is not None:
         from evo.compare import task_mode
 
+        from evo import policies as registry
+        from evo.compare.pools import budget_warnings
+
         uris = _policies(policies)
+        if tokens_per_answer:  # given: a policy trained to write longer answers is told about
+            for warning in budget_warnings(tokens_per_answer, {name: registry.trained_tokens(u) for name, u in uris.items()}):
+                click.echo(warning, err=True)
         comparison = task_mode.compare(
             task_name, uris, values.answers_pairs(answers, uris), k_text, instances,
             Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed),

@@ -20,10 +20,27 @@ class Contender:
     answers: int  # m: answers per completion (1 = the single-answer prompt)
 
 
+FALLBACK_TOKENS = 64  # tokens per answer when no policy records its own: a 21-move maze route is 65 characters
+
+
+def answer_budget(trained: Sequence[int | None]) -> int:
+    """Tokens per answer for every policy of a comparison (equal budgets): the largest any policy's
+    checkpoint was trained to write an answer in (`evo.policies.trained_tokens` of each), so no
+    policy's answers are cut shorter than in its training; FALLBACK_TOKENS when none records one."""
+    return max((t for t in trained if t), default=FALLBACK_TOKENS)
+
+
+def budget_warnings(tokens_per_answer: int, trained: dict[str, int | None]) -> list[str]:
+    """One line for each policy trained to write longer answers than `tokens_per_answer` allows."""
+    return [f"warning: {name} was trained to write answers of up to {t} tokens; --tokens-per-answer {tokens_per_answer} "
+            f"may cut them (leave it out to sample every policy at the largest trained budget)"
+            for name, t in trained.items() if t and t > tokens_per_answer]
+
+
 @dataclass(frozen=True)
 class Sampling:
     pool: int = 30  # candidate answers per instance, for every policy
-    tokens_per_answer: int = 64  # a 21-move maze route is 65 characters with its separator
+    tokens_per_answer: int = FALLBACK_TOKENS  # evo compare --task's 0: the policies' trained budget (answer_budget)
     temperature: float = 0.7
     top_p: float = 1.0
     batch: int = 16  # instances per policy call

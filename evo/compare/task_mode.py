@@ -6,6 +6,7 @@ is budgeted in programs proposed, equal for all."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
         raise UserError(str(error)) from None
     contenders = [Contender(name, uri, forced[name] if name in forced else registry.trained_answers(uri))
                   for name, uri in uris.items()]
+    if not sampling.tokens_per_answer:  # 0 (the command's default): equal budgets, the largest any policy was trained with
+        sampling = replace(sampling, tokens_per_answer=pools.answer_budget([registry.trained_tokens(u) for u in uris.values()]))
     pool = sampling.pool
     ks = ks_of(k_text, pool)
     for c in contenders:
@@ -76,6 +79,7 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
         "task": task_name,
         "policies": {c.name: {"uri": c.uri, "answers": c.answers} for c in contenders},
         "settings": {"instances": instances, "pool": pool, "k": list(ks), "temperature": sampling.temperature,
+                     "tokens_per_answer": sampling.tokens_per_answer,
                      "seed": sampling.seed, "search": settings.__dict__},
         "sampling": rows,
         "search": search.summary(runs, baseline, sampling.seed) if runs else {},

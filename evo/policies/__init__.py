@@ -46,6 +46,25 @@ def trained_answers(uri: str) -> int:
     return m
 
 
+def trained_tokens(uri: str) -> int | None:
+    """Tokens per answer the checkpoint of `uri` was trained to write in (its train_config.json's
+    max_new_tokens over its set_size, rounded up), else None (no checkpoint, no record)."""
+    import json
+
+    path = checkpoint_of(uri)
+    config = None if path is None else resolve_checkpoint(path) / "train_config.json"
+    if config is None or not config.is_file():
+        return None
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return None  # trained_answers names an unreadable config where it matters
+    budget, m = (data.get("max_new_tokens"), data.get("set_size", 1)) if isinstance(data, dict) else (None, 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (budget, m)):
+        return None
+    return -(-budget // m)
+
+
 def checkpoint_of(uri: str) -> str | None:
     """The checkpoint directory a policy URI names (`local:PATH`, `vllm:PATH`, `openai:...;train=PATH`), else None."""
     scheme, _, rest = uri.partition(":")
