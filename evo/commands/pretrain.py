@@ -53,14 +53,17 @@ def command(task_name: str, size: str, arch: str, out_dir: str | None, steps: in
             pool: int, multi_fraction: float, seed: int, threads: int, context: int | None, save_every: int, half: bool,
             eval_instances: int, samples: int, max_new_tokens: int, temperature: float,
             init_dir: str | None, evaluate_dir: str | None, progress: bool) -> None:
-    """Train a tiny model from scratch on TASK's demonstrations; the last line is JSON
-    with the held-out quality."""
+    """Train a tiny model from scratch on TASK's demonstrations; standard output is one JSON
+    line with the held-out quality."""
+    from evo.commands.streams import output_to_stderr
     from training.pretrain import PretrainRequest, run
     from training.sft import SFTConfig
 
     config = SFTConfig(steps=steps, decay_steps=decay_steps, batch_size=batch_size, lr=lr, pool=pool, seed=seed,
                        threads=threads, multi_fraction=multi_fraction)
-    click.echo(json.dumps(run(PretrainRequest(
-        task_name, config, out=out_dir, size=size, arch=arch, context=context, save_every=save_every, half=half,
-        init=init_dir, evaluate=evaluate_dir, eval_instances=eval_instances, samples=samples,
-        max_new_tokens=max_new_tokens, temperature=temperature, progress=progress))))
+    with output_to_stderr():  # stdout holds the JSON line alone
+        result = run(PretrainRequest(
+            task_name, config, out=out_dir, size=size, arch=arch, context=context, save_every=save_every, half=half,
+            init=init_dir, evaluate=evaluate_dir, eval_instances=eval_instances, samples=samples,
+            max_new_tokens=max_new_tokens, temperature=temperature, progress=progress))
+    click.echo(json.dumps(result))

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from evo.commands import params, values
+from evo.commands.streams import output_to_stderr
 
 from evo.errors import UserError
 from evo.loop import RunOptions
@@ -68,15 +69,16 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
             raise UserError("--train trains one policy in this process: give one --policy")
         online.check_policy(next(iter(named.values())), spec)  # every training setting, before any work
     policies.set_threads(threads, named.values())
-    loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
-    if resume_dir is None:
-        single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as the run's policy
-        config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
-                                    RunOptions(**loop_options), executor or "process")
-    observers = []
-    if online is not None or (resume_dir is not None and (resume_dir / "online" / "settings.json").exists()):
-        observers.append(_learner(config, loaded, online))
-    summary = run_dir.execute(config, loaded, progress=not quiet, observers=observers)
+    with output_to_stderr():  # stdout holds the run's summary alone (not what vLLM or DeepSpeed print)
+        loaded = {name: policies.load(uri) for name, uri in named.items()}  # a bad URI or a dead server: before DIR exists
+        if resume_dir is None:
+            single = len(policy_uris) == 1 and policy_uris[0] in named  # one bare URI: stored as the run's policy
+            config = run_dir.new_config(spec_path, policy_uris[0] if single else named, seed or 0, out, overrides,
+                                        RunOptions(**loop_options), executor or "process")
+        observers = []
+        if online is not None or (resume_dir is not None and (resume_dir / "online" / "settings.json").exists()):
+            observers.append(_learner(config, loaded, online))
+        summary = run_dir.execute(config, loaded, progress=not quiet, observers=observers)
     click.echo(summary)
     for observer in observers:  # a run too short to train says so here, not only in `evo show`
         if (line := observer.untrained()) is not None:

@@ -119,7 +119,8 @@ def list_algos(ctx: click.Context, _param, value: bool) -> None:
 def command(init, steps, out, resume, trust_checkpoint, options, vllm_options, threads, progress, engine, use_vllm, spec, from_run, sets,
             **settings) -> None:
     """RL-train a checkpoint on a task family (--task) or on a problem spec (--spec); writes a
-    Hugging Face directory, metrics.jsonl and trainer state. The last line printed is a JSON summary."""
+    Hugging Face directory, metrics.jsonl and trainer state. Standard output holds one line, a JSON summary."""
+    from evo.commands.streams import output_to_stderr
     from training.directory import TrainRequest, train
 
     settings.update(options=parse_options(options), vllm_options=parse_options(vllm_options))
@@ -127,10 +128,11 @@ def command(init, steps, out, resume, trust_checkpoint, options, vllm_options, t
     if resume:  # only the flags given on the command line, to compare with the stored settings
         settings = {name: value for name, value in settings.items() if source(name) == ParameterSource.COMMANDLINE}
     given = frozenset(name for name in settings if source(name) not in (None, ParameterSource.DEFAULT))
-    config, records = train(TrainRequest(
-        Path(out), settings, resume=resume, init=init, steps=steps, spec=spec, from_run=from_run,
-        overrides=spec_overrides({}, sets), engine=engine, use_vllm=use_vllm, progress=progress, threads=threads,
-        given=given, trust_checkpoint=trust_checkpoint))
+    with output_to_stderr():  # stdout holds the JSON summary alone
+        config, records = train(TrainRequest(
+            Path(out), settings, resume=resume, init=init, steps=steps, spec=spec, from_run=from_run,
+            overrides=spec_overrides({}, sets), engine=engine, use_vllm=use_vllm, progress=progress, threads=threads,
+            given=given, trust_checkpoint=trust_checkpoint))
     last = records[-1] if records else {}
     click.echo(json.dumps({"out": config.out, "algo": config.algo, "steps": config.steps,
                            **{k: last[k] for k in ("scalar", "best_in_set", "diversity") if k in last}}))
