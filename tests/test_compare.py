@@ -53,7 +53,8 @@ class Scripted:
 
     def generate(self, prompts, *, n=1, max_new_tokens=256, temperature=1.0, top_p=1.0, seed=None, stop=()):
         self.calls.append((len(prompts), n))
-        return [[Completion(self.texts[j % len(self.texts)]) for j in range(n)] for _ in prompts]
+        return [[Completion(text, tuple(range(len(text)))) for text in (self.texts[j % len(self.texts)] for j in range(n))]
+                for _ in prompts]
 
 
 def test_sample_pool_matches_budgets_and_scores_sets():
@@ -68,8 +69,10 @@ def test_sample_pool_matches_budgets_and_scores_sets():
     one = pools.sample_pool(single, task, [instance], 1, sampling)
     assert one.shape == (1, 6, 4) and single.calls == [(1, 6)]
     three = Scripted(["|".join(routes), "garbage"])
-    sets = pools.sample_pool(three, task, [instance], 3, sampling)
+    tokens: list = []
+    sets = pools.sample_pool(three, task, [instance], 3, sampling, tokens=tokens)
     assert sets.shape == (1, 6, 4) and three.calls == [(1, 2)]
+    assert tokens == [(len("|".join(routes)) + len("garbage")) / 6]  # two completions' tokens over six candidates
     assert not sets[0, 3:].any()  # the unparseable completion scores three zero rows
     assert sets[0, :3, 0].max() == 1.0  # demonstrations reach the exit
 
@@ -209,7 +212,9 @@ def test_compare_end_to_end_with_a_tiny_model(tmp_path):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(data["sampling"]) == {"one", "set"} and data["policies"]["set"]["answers"] == 3
-    assert set(data["sampling"]["one"]) >= {"best@1", "best@6", "pass@1", "diversity", "pareto_fraction"}
+    assert set(data["sampling"]["one"]) >= {"best@1", "best@6", "pass@1", "diversity", "pareto_fraction", "tokens"}
+    assert 0 < data["sampling"]["one"]["tokens"]["mean"] <= 64 + 8  # the tiny model's tokens per route, within its budget
+    assert data["sampling"]["set"]["tokens"]["mean"] <= (3 * 64 + 8) / 3
     assert set(data["search"]["set"]) == {"success", "final_best", "area_best", "final_hypervolume"}
     assert data["settings"]["search"] == {"instances": 1, "seeds": 1, "programs": 24, "instance_seed": 5, "pool": 0,
                                           "hard_below": 1.0, "points": 8, "scan": 20}
@@ -257,7 +262,9 @@ def test_every_policy_samples_at_the_largest_trained_budget_unless_told(tmp_path
             "--json", "--quiet"]
     result = evo(*args, "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout.strip().splitlines()[-1])["settings"]["tokens_per_answer"] == 100
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert data["settings"]["tokens_per_answer"] == 100
+    assert data["sampling"]["grpo"]["tokens"]["mean"] > 0  # the pools' cost beside their quality
     assert json.loads((tmp_path / "a" / "settings.json").read_text())["--tokens-per-answer"] == 100
     assert "may cut" not in result.stderr
     told = evo(*args, "--tokens-per-answer", "64", "--out", str(tmp_path / "b"), cwd=tmp_path)

@@ -45,12 +45,13 @@ def test_evo_run_has_one_flag_per_run_option_with_its_default():
 def test_the_spec_tables_map_onto_every_spec_field_of_the_loop_config():
     search = SearchSettings(iterations=7, samples_per_prompt=3, target=0.5, max_program_bytes=100, answers=2,
                             answers_by="samples")
-    prompt = PromptSettings(style="diff", system="be brief", feedback=False, separator="--")
+    prompt = PromptSettings(style="diff", system="be brief", feedback=False, separator="--", answer_pattern="<a>.*?</a>")
     run = RunOptions(batch=1, depth=3, max_new_tokens=9, temperature=0.5, top_p=0.9)
     config = LoopConfig.of(search, prompt, 11, run)
     assert (config.iterations, config.samples, config.target, config.max_program_bytes, config.answers,
             config.answers_by) == (7, 3, 0.5, 100, 2, "samples")
-    assert (config.style, config.system, config.feedback, config.separator) == ("diff", "be brief", False, "--")
+    assert (config.style, config.system, config.feedback, config.separator, config.answer_pattern) == (
+        "diff", "be brief", False, "--", "<a>.*?</a>")
     assert dataclasses.asdict(run).items() <= dataclasses.asdict(config).items() and config.seed == 11
     changed = {f.name for f in dataclasses.fields(LoopConfig) if getattr(config, f.name) != f.default}
     not_from_the_spec = {"stop", "policy_answers", "policy_styles", "set_head", "head"}  # the run's, or a file the spec names (empty here)

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from evo.commands import params, values
+from evo.commands.streams import output_to_stderr
 from evo.commands.modes import ONE_OF, ModeOption, one_mode
 from evo.compare.pools import Sampling
 from evo.compare.search import SearchProtocol
@@ -82,11 +83,13 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         if tokens_per_answer:  # given: a policy trained to write longer answers is told about
             for warning in budget_warnings(tokens_per_answer, {name: registry.trained_tokens(u) for name, u in uris.items()}):
                 click.echo(warning, err=True)
-        comparison = task_mode.compare(
-            task_name, uris, values.answers_pairs(answers, uris), k_text, instances,
-            Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed),
-            SearchProtocol(instances=search_instances, seeds=search_seeds, programs=search_programs,
-                   instance_seed=search_instance_seed, pool=search_pool, hard_below=search_hard_below), out, resume=resume, quiet=quiet, command=line)
+        with output_to_stderr():  # stdout holds the result alone
+            comparison = task_mode.compare(
+                task_name, uris, values.answers_pairs(answers, uris), k_text, instances,
+                Sampling(pool=pool, tokens_per_answer=tokens_per_answer, temperature=temperature, seed=seed),
+                SearchProtocol(instances=search_instances, seeds=search_seeds, programs=search_programs,
+                               instance_seed=search_instance_seed, pool=search_pool, hard_below=search_hard_below),
+                out, resume=resume, quiet=quiet, command=line)
     else:
         from evo.compare import spec_mode
         from evo.policies import answers_for, fit, trained_for
@@ -103,8 +106,9 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
             for warning in trained_for.warnings(spec, uri, asked, f"--answers {name}="):
                 click.echo(warning, err=True)
         trained = _trainers(train, uris, train_every, train_options, spec, forced)
-        comparison = spec_mode.compare(spec, uris, overrides, forced, seeds, programs, seed, out, trained=trained,
-                                       quiet=quiet, command=line)
+        with output_to_stderr():
+            comparison = spec_mode.compare(spec, uris, overrides, forced, seeds, programs, seed, out, trained=trained,
+                                           quiet=quiet, command=line)
     written = output.write(comparison, out)
     if written.plots_skipped:
         click.echo(output.PLOTS_SKIPPED, err=True)

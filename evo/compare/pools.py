@@ -63,12 +63,15 @@ def sample_pool(
     progress: Callable[[int], None] = lambda done: None,
     goals: np.ndarray | None = None,
     texts: list | None = None,
+    tokens: list | None = None,
 ) -> np.ndarray:
     """Reward vectors of every candidate answer: shape (instances, pool, d), scored by
     `sampling.scoring` (default: each answer as it stands, route by route). With `goals`
     (instances, pool, d), a goal-conditioned task's weightings, each candidate answers its own
     single-answer prompt showing its weighting (`task.prompt_with_weights`). A `texts` list
-    gets, per instance, the [text, finished] of each of its completions (to re-score later)."""
+    gets, per instance, the [text, finished] of each of its completions (to re-score later); a
+    `tokens` list, per instance, the tokens its completions generated over the pool (tokens per
+    candidate answer; 0 from a policy that returns no token ids)."""
     rollouts = sampling.rollouts(answers)
     vectors = np.zeros((len(instances), sampling.pool, len(task.objectives)))
     for start in range(0, len(instances), sampling.batch):
@@ -96,6 +99,9 @@ def sample_pool(
         vectors[start : start + len(chunk)] = matrices.reshape(len(chunk), sampling.pool, -1)
         if texts is not None:
             texts.extend(kept)
+        if tokens is not None:
+            tokens.extend(sum(len(c.token_ids) for c in completions[offset * rollouts : (offset + 1) * rollouts]) / sampling.pool
+                          for offset in range(len(chunk)))
         progress(len(chunk))
     return vectors
 

@@ -11,6 +11,7 @@ from evo import metrics
 from evo.scores import scalarize
 
 SOLVED_TOLERANCE = 1e-9
+TOKENS = "tokens"  # a sampling table's cost row: tokens generated per candidate answer (a set's tokens over its m)
 
 
 def per_instance(vectors: np.ndarray, weights: np.ndarray, optimum: np.ndarray | None, ks: Sequence[int],

@@ -64,11 +64,16 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
 
     total = len(contenders) * (instances + settings.instances * settings.seeds)
     with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:
-        vectors, columns, runs = {}, {}, {}
+        vectors, columns, runs, tokens = {}, {}, {}, {}
         for c in contenders:
             bar.set_description(f"sampling {c.name}")
-            vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out.instances, c.answers, sampling, bar.update)
+            tokens[c.name] = []
+            vectors[c.name] = pools.sample_pool(loaded[c.name], task, held_out.instances, c.answers, sampling, bar.update,
+                                                tokens=tokens[c.name])
             columns[c.name] = summary.per_instance(vectors[c.name], task.weights, held_out.optimum, ks)
+        if all(any(counts) for counts in tokens.values()):  # every policy returns its token ids: the cost beside the quality
+            for name, counts in tokens.items():
+                columns[name][summary.TOKENS] = np.asarray(counts, dtype=np.float64)
         if settings.instances:
             bar.set_description("searching")
             runs = search.run_all(task, contenders, loaded, settings, out / "search", lambda: bar.update(1))
