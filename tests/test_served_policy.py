@@ -115,3 +115,18 @@ def test_a_server_left_paused_by_a_killed_push_is_closed_and_resumed_in_one_line
     assert fake.paths[1:] == ["/is_paused", "/finish_weight_update", "/resume", "/init_weight_transfer_engine"]
     warning = capsys.readouterr().err.strip()
     assert warning.startswith("warning: openai:") and "was paused" in warning and "\n" not in warning
+
+
+def test_vllms_rotary_reload_note_is_dropped_and_a_real_missed_layer_is_not(caplog) -> None:
+    """vLLM logs "RotaryEmbedding: Failed to load weights" at every push (a computed cos/sin cache
+    no checkpoint holds); importing the worker side drops that line only."""
+    import logging
+
+    from evo.policies.vllm_transfer import RELOAD_LOGGER
+
+    logger = logging.getLogger(RELOAD_LOGGER)
+    with caplog.at_level(logging.WARNING, logger=RELOAD_LOGGER):
+        logger.warning("%s: Failed to load weights", "RotaryEmbedding")
+        logger.warning("%s: Failed to load weights", "Llama3RotaryEmbedding")
+        logger.warning("%s: Failed to load weights", "QKVParallelLinear")
+    assert [r.getMessage() for r in caplog.records] == ["QKVParallelLinear: Failed to load weights"]

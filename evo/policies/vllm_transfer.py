@@ -16,12 +16,36 @@ Older vLLM has no such API: `WeightLoader.evo_load_weights`, mixed into the work
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 BACKEND = "evo_memory"
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"  # where vLLM's layerwise reload logs
+
+
+class RotaryReloadNote(logging.Filter):
+    """Drops one line of vLLM's layerwise reload, "RotaryEmbedding: Failed to load weights", which
+    it logs at every push: a rotary layer's cos/sin cache is a buffer vLLM computes and no Hugging
+    Face checkpoint holds, so a reload never loads it and vLLM puts the layer's own tensors back
+    (vllm/model_executor/model_loader/reload/layerwise.py). A layer of any other kind that loads
+    nothing is still logged: that would be a push that missed real weights."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        layer = record.args[0] if isinstance(record.args, tuple) and record.args else ""
+        return not (record.msg == "%s: Failed to load weights" and str(layer).endswith("RotaryEmbedding"))
+
+
+def quiet_rotary_reload() -> None:
+    """Install RotaryReloadNote on vLLM's reload logger (once; in this process)."""
+    logger = logging.getLogger(RELOAD_LOGGER)
+    if not any(isinstance(f, RotaryReloadNote) for f in logger.filters):
+        logger.addFilter(RotaryReloadNote())
+
+
+quiet_rotary_reload()  # imported in the trainer and, as the worker extension, in every vLLM worker
 
 try:
     from vllm.distributed.weight_transfer import WeightTransferEngine, WeightTransferEngineFactory
