@@ -272,3 +272,23 @@ def test_every_policy_samples_at_the_largest_trained_budget_unless_told(tmp_path
     assert json.loads(told.stdout.strip().splitlines()[-1])["settings"]["tokens_per_answer"] == 64
     warned = [line for line in told.stderr.splitlines() if "may cut" in line]
     assert len(warned) == 1 and warned[0].startswith("warning: grpo was trained to write answers of up to 100 tokens")
+
+
+def test_the_hard_rules_pools_are_sampled_at_the_comparisons_budget():
+    """The hard rule's pools get the sampling stage's tokens per answer (before: always 64, which
+    cut answers a policy was trained to write longer and made solved instances look hard)."""
+    import tasks
+    from evo.compare.pools import Contender
+
+    task = tasks.get("symreg")
+    instance = task.instances("test", 1, seed=5)[0]
+    asked = []
+
+    class Budgeted(Scripted):
+        def generate(self, prompts, *, max_new_tokens=256, **options):
+            asked.append(max_new_tokens)
+            return super().generate(prompts, max_new_tokens=max_new_tokens, **options)
+
+    search.pools_reach(task, [instance], [Contender("c", "c", 1)], {"c": Budgeted(["0.5"])}, 2, 0, tokens_per_answer=100)
+    search.pools_reach(task, [instance], [Contender("c", "c", 3)], {"c": Budgeted(["0.5"])}, 3, 0)
+    assert asked == [100 + 8, 3 * pools.FALLBACK_TOKENS + 8]

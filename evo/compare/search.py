@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from evo import metrics
+from evo.compare.pools import FALLBACK_TOKENS
 from evo.compare.spec_search import best_curve, floor_curve, hypervolume_curve, iterations_for, run_vectors
 from evo.errors import UserError
 from evo.policies.base import Policy
@@ -77,24 +78,26 @@ def initial_off_optimum(task: Task, instance: Instance, directory: Path) -> bool
 
 
 def pools_reach(task: Task, instances: list[Instance], contenders, loaded: Mapping[str, Policy], pool: int,
-                seed: int, fraction: float = 1.0) -> np.ndarray:
-    """(instances,) whether any contender's pool of `pool` sampled answers reaches `fraction` of the optimum."""
+                seed: int, fraction: float = 1.0, tokens_per_answer: int = FALLBACK_TOKENS) -> np.ndarray:
+    """(instances,) whether any contender's pool of `pool` sampled answers (`tokens_per_answer`
+    each, the comparison's sampling budget) reaches `fraction` of the optimum."""
     from evo.compare.pools import Sampling, sample_pool
     from evo.scores import scalarize
 
     optimum = np.array([task.oracle_best(i) for i in instances])
     reached = np.zeros(len(instances), dtype=bool)
     for contender in contenders:
-        sampling = Sampling(pool=pool - pool % contender.answers or contender.answers, temperature=1.0, seed=seed)
+        sampling = Sampling(pool=pool - pool % contender.answers or contender.answers, temperature=1.0, seed=seed,
+                            tokens_per_answer=tokens_per_answer)
         vectors = sample_pool(loaded[contender.name], task, instances, contender.answers, sampling)
         reached |= scalarize(vectors, task.weights).max(axis=1) >= fraction * optimum - 1e-9
     return reached
 
 
-def hard_instances(task: Task, search: SearchProtocol, directory: Path, contenders=(), loaded: Mapping[str, Policy] = {}
-                   ) -> tuple[list[Instance], dict]:
+def hard_instances(task: Task, search: SearchProtocol, directory: Path, contenders=(), loaded: Mapping[str, Policy] = {},
+                   tokens_per_answer: int = FALLBACK_TOKENS) -> tuple[list[Instance], dict]:
     """The first `search.instances` test instances of `search.instance_seed` that pass the hard
-    rule, and what the scan saw (for the record)."""
+    rule (its pools sampled at `tokens_per_answer` an answer), and what the scan saw (for the record)."""
     candidates = task.instances("test", search.instances * search.scan, seed=search.instance_seed)
     chosen: list[Instance] = []
     record: dict[str, list] = {"scanned": [], "initial_optimal": [], "pool_reached": []}
@@ -105,7 +108,8 @@ def hard_instances(task: Task, search: SearchProtocol, directory: Path, contende
         off = [i for i in chunk if initial_off_optimum(task, i, directory / f"check-{i.index}")]
         record["initial_optimal"] += sorted({i.index for i in chunk} - {i.index for i in off})
         if search.pool and off:
-            reached = pools_reach(task, off, contenders, loaded, search.pool, search.instance_seed + start, search.hard_below)
+            reached = pools_reach(task, off, contenders, loaded, search.pool, search.instance_seed + start, search.hard_below,
+                                  tokens_per_answer)
             record["pool_reached"] += [i.index for i, r in zip(off, reached) if r]
             off = [i for i, r in zip(off, reached) if not r]
         chosen += off
@@ -149,15 +153,16 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
 
 
 def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: SearchProtocol, out: Path,
-            progress: Callable[[], None] = lambda: None) -> dict[str, list[dict]]:
+            progress: Callable[[], None] = lambda: None, tokens_per_answer: int = FALLBACK_TOKENS) -> dict[str, list[dict]]:
     """Every contender's runs on the same hard instances and seeds (paired by position), run
     instance by instance and seed by seed (every contender's run of a pair before the next
     pair, so a stopped comparison holds complete pairs); each run's record is written to
     out/NAME/iINDEX-sSEED/record.json as it finishes, and a run that has one is not run again
-    (`evo compare --resume`: an unfinished run's directory is started afresh)."""
+    (`evo compare --resume`: an unfinished run's directory is started afresh). The hard rule's
+    pools are sampled at `tokens_per_answer` an answer, as the comparison's own pools."""
     import shutil
 
-    instances, record = hard_instances(task, search, out / "instances", contenders, loaded)
+    instances, record = hard_instances(task, search, out / "instances", contenders, loaded, tokens_per_answer)
     out.mkdir(parents=True, exist_ok=True)
     (out / "instances.json").write_text(json.dumps({"chosen": [i.index for i in instances], **record}) + "\n")
     runs: dict[str, list[dict]] = {contender.name: [] for contender in contenders}

@@ -76,7 +76,8 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
                 columns[name][summary.TOKENS] = np.asarray(counts, dtype=np.float64)
         if settings.instances:
             bar.set_description("searching")
-            runs = search.run_all(task, contenders, loaded, settings, out / "search", lambda: bar.update(1))
+            runs = search.run_all(task, contenders, loaded, settings, out / "search", lambda: bar.update(1),
+                                  sampling.tokens_per_answer)
 
     baseline = contenders[0].name
     rows = summary.table(columns, baseline, seed=sampling.seed)
