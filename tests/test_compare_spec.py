@@ -78,3 +78,28 @@ def test_compare_takes_a_task_or_a_spec(capsys):
     assert "one of them" in refused(capsys, "compare", "--policy", "a=mutate:")
     assert "--set belongs to evo compare --spec" in refused(capsys, "compare", "--task", "maze", "--policy", "a=mutate:",
                                                             "--set", "search.islands=1")
+
+
+def test_a_scorer_that_reports_valid_gets_its_own_row(nguyen7_run, tmp_path):
+    """A maze spec scores a route into a wall as zeros with `valid` 0 rather than failing it, so
+    `valid_share` (evaluated without failure) counts it; `scorer_valid_share` counts what the
+    scorer called valid. A scorer without the extra (nguyen7's) gets no such row."""
+    from evo.database import Database
+
+    out = tmp_path / "maze"
+    done = subprocess.run([sys.executable, "-m", "evo", "run", "examples/maze_evolution/problem.toml", "--policy",
+                           "local:maze-warmup", "--iterations", "6", "--seed", "0", "--out", str(out), "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = spec_search.run_vectors(out)
+    with Database.open(out, read_only=True) as db:
+        total = sum(db.journal.counts().values())
+        said = [e.extras["valid"] for e in db.journal.evaluations().values() if e.ok]
+    assert said and run.scored_valid == sum(1 for v in said if v) / total
+    columns = spec_search.outcome_columns([run])
+    assert list(columns) == [*spec_search.OUTCOMES, spec_search.SCORED_VALID]
+    assert columns[spec_search.SCORED_VALID][0] < columns["valid_share"][0]  # seeded: 0.458 of 0.625 (routes into walls)
+    plain = spec_search.run_vectors(nguyen7_run)
+    assert plain.scored_valid is None and spec_search.SCORED_VALID not in spec_search.outcome_columns([plain])
+    # in one comparison every policy has the row or none does
+    assert spec_search.outcome_columns([plain], scored=True)[spec_search.SCORED_VALID].tolist() == [0.0]

@@ -38,6 +38,7 @@ class RunVectors:
     vectors: np.ndarray  # (n, d)
     outcomes: tuple[float, float, float] = (np.nan, np.nan, np.nan)  # shares of the proposals: valid, failed, duplicate
     evaluated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # places of the proposals the evaluator ran (distinct programs)
+    scored_valid: float | None = None  # share of the proposals evaluated ok whose scorer said valid (its `valid` extra not 0); None: it never reports one
 
 
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
@@ -70,9 +71,9 @@ def run_vectors(directory: Path) -> RunVectors:
         d = len(db.config.objectives)
         initial = [np.asarray(p.scores, dtype=np.float64) for p in db.evaluated() if is_initial(p)]
         evaluations = db.journal.evaluations()
-        found = [(place, evaluations[(c.iteration, c.slot)].scores)
-                 for place, c in enumerate(db.journal.candidates(), 1)
-                 if (c.iteration, c.slot) in evaluations and evaluations[(c.iteration, c.slot)].ok]
+        ok = [(place, evaluations[(c.iteration, c.slot)]) for place, c in enumerate(db.journal.candidates(), 1)
+              if (c.iteration, c.slot) in evaluations and evaluations[(c.iteration, c.slot)].ok]
+        found = [(place, evaluation.scores) for place, evaluation in ok]
         counts = db.journal.counts()
         evaluated = np.array([place for place, c in enumerate(db.journal.candidates(), 1)
                               if (c.iteration, c.slot) in evaluations], dtype=np.int64)
@@ -80,17 +81,27 @@ def run_vectors(directory: Path) -> RunVectors:
     rows = initial + [np.asarray(v, dtype=np.float64) for _, v in found]
     total = max(1, sum(counts.values()))
     outcomes = (counts["ok"] / total, (counts["failed"] + counts["parse"]) / total, counts["duplicate"] / total)
-    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)), outcomes, evaluated)
+    said = [evaluation.extras[VALID_EXTRA] for _, evaluation in ok if VALID_EXTRA in evaluation.extras]
+    scored_valid = sum(1 for value in said if value != 0) / total if said else None
+    return RunVectors(at, np.stack(rows) if rows else np.zeros((0, d)), outcomes, evaluated, scored_valid)
 
 
 OUTCOMES = ("valid_share", "failed_share", "duplicate_share")  # of a run's proposals: evaluated ok; failed or unparseable; repeats
+VALID_EXTRA = "valid"  # a scorer's extra key saying whether a program that ran is a valid answer (the maze specs' 0 or 1)
+SCORED_VALID = "scorer_valid_share"  # the row of the proposals the scorer called valid, where it says so
 
 
-def outcome_columns(runs: list[RunVectors]) -> dict[str, np.ndarray]:
+def outcome_columns(runs: list[RunVectors], scored: bool | None = None) -> dict[str, np.ndarray]:
     """Metric name -> one value per seed: the shares of the runs' proposals that were valid,
-    failed (or did not parse) and duplicates (`evo compare --spec`'s valid / failed / duplicate rows)."""
+    failed (or did not parse) and duplicates (`evo compare --spec`'s valid / failed / duplicate rows);
+    where the scorer reports a `valid` extra (a program it scores rather than fails, such as a
+    maze route into a wall), also the share it called valid (`scored`: whether to give that row,
+    the same for every policy of a comparison; None: where one of these runs saw the extra)."""
     shares = np.array([run.outcomes for run in runs], dtype=np.float64).reshape(len(runs), len(OUTCOMES))
-    return {name: shares[:, j] for j, name in enumerate(OUTCOMES)}
+    columns = {name: shares[:, j] for j, name in enumerate(OUTCOMES)}
+    if any(run.scored_valid is not None for run in runs) if scored is None else scored:
+        columns[SCORED_VALID] = np.array([run.scored_valid or 0.0 for run in runs], dtype=np.float64)
+    return columns
 
 
 def so_far(run: RunVectors, value: Callable[[np.ndarray], np.ndarray], programs: int, before: float) -> np.ndarray:
