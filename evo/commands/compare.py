@@ -17,8 +17,8 @@ from pathlib import Path
 import click
 
 from evo.commands import params, values
-from evo.commands.streams import output_to_stderr
 from evo.commands.modes import ONE_OF, ModeOption, one_mode
+from evo.commands.streams import output_to_stderr
 from evo.compare.pools import Sampling
 from evo.compare.search import SearchProtocol
 from evo.errors import UserError
@@ -74,9 +74,8 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         raise UserError(ONE_OF)
     line = shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None
     if task_name is not None:
-        from evo.compare import task_mode
-
         from evo import policies as registry
+        from evo.compare import task_mode
         from evo.compare.pools import budget_warnings
 
         uris = _policies(policies)

@@ -24,9 +24,10 @@ def output_to_stderr() -> Iterator[None]:
         fd = sys.__stdout__.fileno() if sys.__stdout__ is not None else -1
     except (OSError, ValueError):  # no real descriptor (an embedding host, a test runner's stream)
         fd = -1
-    saved = os.dup(fd) if fd >= 0 else -1
+    err = sys.__stderr__.fileno() if fd >= 0 and sys.__stderr__ is not None else -1
+    saved = os.dup(fd) if err >= 0 else -1
     if saved >= 0:
-        os.dup2(sys.__stderr__.fileno(), fd)
+        os.dup2(err, fd)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield

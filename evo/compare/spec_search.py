@@ -29,6 +29,10 @@ def iterations_for(programs: int, samples: int, m: int) -> int:
     return -(-programs // (samples * m))
 
 
+VALID_EXTRA = "valid"  # a scorer's extra key saying whether a program that ran is a valid answer (the maze specs' 0 or 1)
+SCORED_VALID = "scorer_valid_share"  # the row of the proposals the scorer called valid, where it says so
+
+
 @dataclass(frozen=True)
 class RunVectors:
     """The evaluated programs of one run: where each came among the run's proposals (1-based,
@@ -38,7 +42,8 @@ class RunVectors:
     vectors: np.ndarray  # (n, d)
     outcomes: tuple[float, float, float] = (np.nan, np.nan, np.nan)  # shares of the proposals: valid, failed, duplicate
     evaluated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # places of the proposals the evaluator ran (distinct programs)
-    scored_valid: float | None = None  # share of the proposals evaluated ok whose scorer said valid (its `valid` extra not 0); None: it never reports one
+    # share of the proposals evaluated ok that the scorer called valid (its `valid` extra not 0); None: it reports none
+    scored_valid: float | None = None
 
 
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
@@ -87,8 +92,6 @@ def run_vectors(directory: Path) -> RunVectors:
 
 
 OUTCOMES = ("valid_share", "failed_share", "duplicate_share")  # of a run's proposals: evaluated ok; failed or unparseable; repeats
-VALID_EXTRA = "valid"  # a scorer's extra key saying whether a program that ran is a valid answer (the maze specs' 0 or 1)
-SCORED_VALID = "scorer_valid_share"  # the row of the proposals the scorer called valid, where it says so
 
 
 def outcome_columns(runs: list[RunVectors], scored: bool | None = None) -> dict[str, np.ndarray]:

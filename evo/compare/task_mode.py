@@ -64,7 +64,8 @@ def compare(task_name: str, uris: Mapping[str, str], forced: Mapping[str, int], 
 
     total = len(contenders) * (instances + settings.instances * settings.seeds)
     with tqdm(total=total, disable=quiet, unit="inst", dynamic_ncols=True) as bar:
-        vectors, columns, runs, tokens = {}, {}, {}, {}
+        vectors, columns, runs = {}, {}, {}
+        tokens: dict[str, list[float]] = {}  # per policy: tokens per candidate answer, per instance
         for c in contenders:
             bar.set_description(f"sampling {c.name}")
             tokens[c.name] = []

@@ -60,7 +60,7 @@ def trained_tokens(uri: str) -> int | None:
     except (OSError, ValueError):
         return None  # trained_answers names an unreadable config where it matters
     budget, m = (data.get("max_new_tokens"), data.get("set_size", 1)) if isinstance(data, dict) else (None, 1)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (budget, m)):
+    if type(budget) is not int or type(m) is not int or budget < 1 or m < 1:  # not bool, not a float
         return None
     return -(-budget // m)
 
