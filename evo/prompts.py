@@ -185,7 +185,7 @@ def build(style: str, parents: Sequence[Shown], inspirations: Sequence[Shown] = 
     if style == "versions":
         return _versions_prompt([*parents, *inspirations], system, objectives, minimize)
     if style == "continue":
-        return _continue_prompt(parents[0], rng, stop, head, pattern if head else "")
+        return _continue_prompt(parents[0], rng, stop, head, pattern)
     raise ValueError(f"unknown prompt style {style!r}; expected one of {', '.join(STYLES)}")
 
 

@@ -91,17 +91,15 @@ def sample_pool(
             seed=sampling.seed + start,
         )
         completions = [c for row in replies for c in row]
-        kept = [[[c.text, c.finish_reason == "stop"] for c in completions[offset * rollouts : (offset + 1) * rollouts]]
-                for offset in range(len(chunk))]  # each instance's completions, as texts and whether they finished
-        rows = [(instance, c.text, c.finish_reason == "stop") for offset, instance in enumerate(chunk)
-                for c in completions[offset * rollouts : (offset + 1) * rollouts]]
+        per_instance = [completions[offset * rollouts : (offset + 1) * rollouts] for offset in range(len(chunk))]
+        kept = [[[c.text, c.finish_reason == "stop"] for c in done] for done in per_instance]  # texts, whether they finished
+        rows = [(instance, c.text, c.finish_reason == "stop") for instance, done in zip(chunk, per_instance) for c in done]
         matrices, _ = score_many(task, rows, answers, sampling.scoring)
         vectors[start : start + len(chunk)] = matrices.reshape(len(chunk), sampling.pool, -1)
         if texts is not None:
             texts.extend(kept)
         if tokens is not None:
-            tokens.extend(sum(len(c.token_ids) for c in completions[offset * rollouts : (offset + 1) * rollouts]) / sampling.pool
-                          for offset in range(len(chunk)))
+            tokens.extend(sum(len(c.token_ids) for c in done) / sampling.pool for done in per_instance)
         progress(len(chunk))
     return vectors
 

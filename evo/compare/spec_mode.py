@@ -43,7 +43,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     weights = np.asarray(spec.problem.weights, dtype=np.float64)
     target = spec.search.target
     best, volume, reference = spec_search.curves(runs, weights, programs)
-    scored = any(run.scored_valid is not None for name in uris for run in runs[name])  # the scorer reports `valid`
+    scored = spec_search.reports_valid(run for name in uris for run in runs[name])  # one row set for every policy
     columns = {name: {**spec_search.columns(best[name], volume.get(name), target),
                       **spec_search.outcome_columns(runs[name], scored)} for name in uris}
     baseline = next(iter(uris))

@@ -6,7 +6,7 @@ and whether the spec's target was reached."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +94,11 @@ def run_vectors(directory: Path) -> RunVectors:
 OUTCOMES = ("valid_share", "failed_share", "duplicate_share")  # of a run's proposals: evaluated ok; failed or unparseable; repeats
 
 
+def reports_valid(runs: Iterable[RunVectors]) -> bool:
+    """Whether the scorer reported its `valid` extra in any of these runs."""
+    return any(run.scored_valid is not None for run in runs)
+
+
 def outcome_columns(runs: list[RunVectors], scored: bool | None = None) -> dict[str, np.ndarray]:
     """Metric name -> one value per seed: the shares of the runs' proposals that were valid,
     failed (or did not parse) and duplicates (`evo compare --spec`'s valid / failed / duplicate rows);
@@ -102,7 +107,7 @@ def outcome_columns(runs: list[RunVectors], scored: bool | None = None) -> dict[
     the same for every policy of a comparison; None: where one of these runs saw the extra)."""
     shares = np.array([run.outcomes for run in runs], dtype=np.float64).reshape(len(runs), len(OUTCOMES))
     columns = {name: shares[:, j] for j, name in enumerate(OUTCOMES)}
-    if any(run.scored_valid is not None for run in runs) if scored is None else scored:
+    if reports_valid(runs) if scored is None else scored:
         columns[SCORED_VALID] = np.array([run.scored_valid or 0.0 for run in runs], dtype=np.float64)
     return columns
 

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
 from evo.database.config import SearchSettings
 from evo.errors import UserError
@@ -22,22 +23,31 @@ SCHEMES = ("local", "openai", "vllm", "mutate")
 MAX_ANSWERS = SearchSettings.MAXIMUM["answers"]  # programs per reply a checkpoint may say it writes
 
 
-def trained_answers(uri: str) -> int:
-    """Programs per completion the checkpoint of a `local:` / `vllm:` policy (or of an `openai:`
-    one's `;train=PATH`) was trained to write (its train_config.json's "set_size"), else 1."""
+def _train_config(uri: str) -> tuple[Path, object] | None:
+    """(the path, its parsed JSON, or the error reading it) of the train_config.json of `uri`'s
+    checkpoint; None without a checkpoint or a file."""
     import json
 
     path = checkpoint_of(uri)
-    if path is None:
-        return 1
-    config = resolve_checkpoint(path) / "train_config.json"
-    if not config.is_file():
-        return 1
+    config = None if path is None else resolve_checkpoint(path) / "train_config.json"
+    if config is None or not config.is_file():
+        return None
     try:
-        data = json.loads(config.read_text())
-        m = data.get("set_size") if isinstance(data, dict) else None
+        return config, json.loads(config.read_text())
     except (OSError, ValueError) as error:
-        raise UserError(f"{config}: unreadable training config ({error}); restore it, or give --answers M") from None
+        return config, error
+
+
+def trained_answers(uri: str) -> int:
+    """Programs per completion the checkpoint of a `local:` / `vllm:` policy (or of an `openai:`
+    one's `;train=PATH`) was trained to write (its train_config.json's "set_size"), else 1."""
+    found = _train_config(uri)
+    if found is None:
+        return 1
+    config, data = found
+    if isinstance(data, Exception):
+        raise UserError(f"{config}: unreadable training config ({data}); restore it, or give --answers M")
+    m = data.get("set_size") if isinstance(data, dict) else None
     if m is None:
         raise UserError(f"{config}: records no set_size (the answers per completion the model was trained to write); "
                         'add "set_size": M to it (1 unless it was trained on sets of M answers), or give --answers M')
@@ -49,16 +59,8 @@ def trained_answers(uri: str) -> int:
 def trained_tokens(uri: str) -> int | None:
     """Tokens per answer the checkpoint of `uri` was trained to write in (its train_config.json's
     max_new_tokens over its set_size, rounded up), else None (no checkpoint, no record)."""
-    import json
-
-    path = checkpoint_of(uri)
-    config = None if path is None else resolve_checkpoint(path) / "train_config.json"
-    if config is None or not config.is_file():
-        return None
-    try:
-        data = json.loads(config.read_text())
-    except (OSError, ValueError):
-        return None  # trained_answers names an unreadable config where it matters
+    found = _train_config(uri)
+    data = found[1] if found is not None else None  # an unreadable one: trained_answers names it where it matters
     budget, m = (data.get("max_new_tokens"), data.get("set_size", 1)) if isinstance(data, dict) else (None, 1)
     if type(budget) is not int or type(m) is not int or budget < 1 or m < 1:  # not bool, not a float
         return None
