@@ -292,3 +292,26 @@ def test_the_hard_rules_pools_are_sampled_at_the_comparisons_budget():
     search.pools_reach(task, [instance], [Contender("c", "c", 1)], {"c": Budgeted(["0.5"])}, 2, 0, tokens_per_answer=100)
     search.pools_reach(task, [instance], [Contender("c", "c", 3)], {"c": Budgeted(["0.5"])}, 3, 0)
     assert asked == [100 + 8, 3 * pools.FALLBACK_TOKENS + 8]
+
+
+def test_search_runs_propose_programs_at_the_comparisons_budget(tmp_path):
+    """The search half's runs ask for `tokens_per_answer` tokens a program (m programs: m times
+    it), as the sampling pools; before, the loop's own default, 4096 a program, which an
+    instruct model that does not stop spends in full."""
+    import tasks
+    from evo.compare.pools import Contender
+
+    task = tasks.get("symreg")
+    instance = task.instances("test", 1, seed=5)[0]
+    rule = search.SearchProtocol(instances=1, seeds=1, programs=12, pool=0)
+    for answers, budget in ((1, 100), (3, 40)):
+        asked: list[int] = []
+
+        class Budgeted(Scripted):
+            def generate(self, prompts, *, max_new_tokens=256, **options):
+                asked.append(max_new_tokens)
+                return super().generate(prompts, max_new_tokens=max_new_tokens, **options)
+
+        record = search.run_one(task, instance, Contender("c", "mutate:", answers), Budgeted(["0.5"]), 0, rule,
+                                tmp_path / f"m{answers}", tokens_per_answer=budget)
+        assert len(record["best"]) == 12 and asked and set(asked) == {answers * budget}

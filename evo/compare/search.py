@@ -119,8 +119,10 @@ def hard_instances(task: Task, search: SearchProtocol, directory: Path, contende
 
 
 def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int, search: SearchProtocol,
-            directory: Path) -> dict:
-    """One evolutionary run proposing `search.programs` programs; its record (curves as lists)."""
+            directory: Path, tokens_per_answer: int = FALLBACK_TOKENS) -> dict:
+    """One evolutionary run proposing `search.programs` programs, each with a completion budget of
+    `tokens_per_answer` tokens (a reply of m programs: m times it), as the sampling pools; its
+    record (curves as lists)."""
     from evo import run_dir
     from evo import spec as specs
     from evo.loop import RunOptions
@@ -132,7 +134,8 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
     iterations = iterations_for(search.programs, samples, contender.answers)
     overrides = {"search.iterations": iterations, "search.answers": contender.answers,
                  "search.target": float(optimum) + 1.0}  # out of reach: every run spends its whole budget
-    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides, RunOptions(), "process")
+    config = run_dir.new_config(spec_path, contender.uri, seed, directory / "run", overrides,
+                                RunOptions(max_new_tokens=tokens_per_answer), "process")
     metered = Metered(policy)
     run_dir.execute(config, metered, progress=False)
     found = run_vectors(directory / "run")
@@ -158,8 +161,9 @@ def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search
     instance by instance and seed by seed (every contender's run of a pair before the next
     pair, so a stopped comparison holds complete pairs); each run's record is written to
     out/NAME/iINDEX-sSEED/record.json as it finishes, and a run that has one is not run again
-    (`evo compare --resume`: an unfinished run's directory is started afresh). The hard rule's
-    pools are sampled at `tokens_per_answer` an answer, as the comparison's own pools."""
+    (`evo compare --resume`: an unfinished run's directory is started afresh). Runs propose
+    programs at `tokens_per_answer` tokens each, and the hard rule's pools are sampled at it, as
+    the comparison's own pools."""
     import shutil
 
     instances, record = hard_instances(task, search, out / "instances", contenders, loaded, tokens_per_answer)
@@ -175,7 +179,8 @@ def run_all(task: Task, contenders, loaded: Mapping[str, Policy], search: Search
                     result = read_record(done, contender, instance.index, seed, search)
                 else:
                     shutil.rmtree(directory, ignore_errors=True)
-                    result = run_one(task, instance, contender, loaded[contender.name], seed, search, directory)
+                    result = run_one(task, instance, contender, loaded[contender.name], seed, search, directory,
+                                     tokens_per_answer)
                     done.write_text(json.dumps(result) + "\n")
                 runs[contender.name].append(result)
                 progress()

@@ -37,6 +37,8 @@ def task_settings(task: str, contenders: Sequence, ks: Sequence[int], instances:
             "--answers": [f"{c.name}={c.answers}" for c in contenders],
             "--instances": instances, "--pool": sampling.pool, "--k": list(ks), "--temperature": sampling.temperature,
             "--tokens-per-answer": sampling.tokens_per_answer, "--seed": sampling.seed,
+            # the search's runs spend it too (before, the loop's own budget: a resume across that change is refused)
+            "search tokens per program": sampling.tokens_per_answer,
             **{(f"search {key}" if key in FIXED else "--search-" + key.replace("_", "-")): value
                for key, value in asdict(search).items()}}
 
