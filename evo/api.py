@@ -167,7 +167,9 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
     db = opened.db
     try:
         answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
-        loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers)
+        trained = policies.trained_tokens(policy) if isinstance(policy, str) else None
+        loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers,
+                             policy_tokens=((policy, trained),) if trained else ())
         progress = run(opened.evolution(loop, policy if isinstance(policy, str) else type(policy).__name__), chosen,
                        opened.evaluator)
     except BaseException:

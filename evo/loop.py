@@ -82,8 +82,9 @@ class RunOptions:
 
     batch: int = field(default=4, metadata=_flag("prompts per policy call", minimum=1))
     depth: int = field(default=2, metadata=_flag("policy calls allowed ahead of the database", minimum=1))
-    max_new_tokens: int | None = field(default=None, metadata=_flag(  # None: 4096, or for `continue` twice the longest block + 64
-        "completion budget (default 4096; continue prompts: twice the parent's block + 64)", sampling=True))
+    max_new_tokens: int | None = field(default=None, metadata=_flag(  # None: the policy's trained budget, else auto_tokens
+        "completion budget per program (default: what the policy's checkpoint was trained to write, its "
+        "train_config.json; else 4096, and for continue prompts twice the parent's block + 64)", sampling=True))
     temperature: float = field(default=1.0, metadata=_flag("sampling temperature (0: greedy)", sampling=True))
     top_p: float = field(default=1.0, metadata=_flag("nucleus sampling, in (0, 1]", sampling=True))
 
@@ -109,6 +110,7 @@ class LoopConfig(RunOptions):
     answers: int = 1  # programs per reply for a policy not named in policy_answers
     policy_answers: tuple[tuple[str, int], ...] = ()  # (policy name, programs per reply): a checkpoint's trained m
     policy_styles: tuple[tuple[str, str], ...] = ()  # (policy name, prompt style) where it is not `style`
+    policy_tokens: tuple[tuple[str, int], ...] = ()  # (policy name, tokens per program its checkpoint was trained to write)
     answers_by: str = SearchSettings.answers_by  # "completion": m programs in one | "samples": m completions of one prompt
     set_head: str = ""  # `continue` sets: the head's text with "{answers}" (the spec's [prompt] set_head file)
     head: str = ""  # `continue`: the prompt's whole text for any m, "{answers}" = m (the spec's [prompt] head file)
@@ -141,6 +143,11 @@ class LoopConfig(RunOptions):
     def asked(self, policy: str) -> tuple[int, int]:
         """(programs per completion, completions per prompt) for the named policy."""
         return asked(dict(self.policy_answers).get(policy, self.answers), self.samples, self.answers_by)
+
+    def tokens_for(self, policy: str, built: Sequence[Prompt]) -> int:
+        """The completion budget per program for the named policy asked `built`: the run's
+        --max-new-tokens, else what its checkpoint was trained to write, else auto_tokens."""
+        return self.max_new_tokens or dict(self.policy_tokens).get(policy) or auto_tokens(built)
 
     def reply_cap(self, m: int = 1) -> int:
         """A longer reply asked for `m` programs is unparseable without being parsed (room for
@@ -306,7 +313,7 @@ class Evolution:
         style = config.style_for(policy)
         built = [self._build(i, m, style) for i in range(start, min(start + config.batch, config.iterations))]
         prompts_ = tuple(prompt for _, prompt, _ in built)
-        options = dict(n=n, max_new_tokens=m * (config.max_new_tokens or auto_tokens(prompts_)),
+        options = dict(n=n, max_new_tokens=m * config.tokens_for(policy, prompts_),
                        temperature=config.temperature, top_p=config.top_p, seed=policy_seed(config.seed, start),
                        stop=prompts_[0].stop)
         return PromptGroup(start, prompts_, tuple(i for i, _, _ in built), tuple(k for _, _, k in built), options,

@@ -60,6 +60,30 @@ def test_compare_spec_command_pairs_seeds_and_reports_success(tmp_path):
     assert all(name in rows["b"] for name in spec_search.OUTCOMES) and "| failed_share |" in (out / "compare.md").read_text()
 
 
+@pytest.mark.slow
+def test_every_policy_searches_at_the_largest_trained_budget_unless_told(tmp_path):
+    """A trained checkpoint is searched at the tokens a program it was trained to write (the
+    loop's default now), so a comparison gives every policy the largest of those, the untrained
+    one included (before: evo run's 4096 a program for all); given, --tokens-per-answer is every
+    run's budget, with one warning line for a policy trained to write longer."""
+    import tasks
+
+    task = tasks.get("maze-clusters")
+    spec = task.problem_spec(task.instances("test", 1, seed=11)[0], tmp_path / "maze")
+    base = [sys.executable, "-m", "evo", "compare", "--spec", str(spec), "--policy", "warmup=local:maze-clusters-warmup",
+            "--policy", "vpo=local:maze-clusters-vpo", "--seeds", "2", "--programs", "12", "--json", "--quiet"]
+    for given, budget in ((), 66), (("--tokens-per-answer", "30"), 30):
+        out = tmp_path / f"cmp{budget}"
+        done = subprocess.run([*base, *given, "--out", str(out)], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout.strip().splitlines()[-1])["settings"]["tokens_per_answer"] == budget
+        assert json.loads((out / "settings.json").read_text())["--tokens-per-answer"] == budget
+        for name in ("warmup", "vpo"):
+            assert json.loads((out / "search" / name / "s0" / "run.json").read_text())["loop"]["max_new_tokens"] == budget
+        warned = [line for line in done.stderr.splitlines() if "may cut" in line]
+        assert len(warned) == (1 if given else 0) and all(line.startswith("warning: vpo was trained") for line in warned)
+
+
 def test_a_runs_proposals_are_counted_valid_failed_or_duplicate(nguyen7_run):
     from evo.database import Database
 

@@ -54,7 +54,7 @@ def test_the_spec_tables_map_onto_every_spec_field_of_the_loop_config():
         "diff", "be brief", False, "--", "<a>.*?</a>")
     assert dataclasses.asdict(run).items() <= dataclasses.asdict(config).items() and config.seed == 11
     changed = {f.name for f in dataclasses.fields(LoopConfig) if getattr(config, f.name) != f.default}
-    not_from_the_spec = {"stop", "policy_answers", "policy_styles", "set_head", "head"}  # the run's, or a file the spec names (empty here)
+    not_from_the_spec = {"stop", "policy_answers", "policy_styles", "policy_tokens", "set_head", "head"}  # the run's, or a file the spec names (empty here)
     assert changed == {f.name for f in dataclasses.fields(LoopConfig)} - not_from_the_spec
     assert LoopConfig.of(SearchSettings(answers=0), PromptSettings()).answers == 1  # 0: the policy's own, else 1
     assert LoopConfig.of(search, prompt, 11, run, iterations=2).iterations == 2

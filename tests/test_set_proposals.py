@@ -184,6 +184,31 @@ def test_a_checkpoint_brings_the_m_it_was_trained_for():
     assert answers_for("local:maze-clusters-vpo", 1) == 1 and answers_for("mutate:", 2) == 2
 
 
+def test_a_checkpoint_brings_the_tokens_it_was_trained_to_write(tmp_path, sandbox):
+    """A trained checkpoint is asked, per program, for what its train_config.json says it was
+    trained to write (maze-clusters-vpo: 196 tokens for 3 routes, 66 a route), as it is asked
+    for its m; the run's --max-new-tokens wins; an untrained one gets the loop's own default
+    (before: 4096 a program for every policy, which a model trained to stop at its budget need
+    not do). `evo run`'s loop settings bring it for every policy of the run."""
+    from dataclasses import replace
+
+    import tasks
+    from evo import run_dir
+    from evo.loop import RunOptions
+
+    task = tasks.get("maze-clusters")
+    spec = task.problem_spec(task.instances("test", 1, seed=11)[0], tmp_path / "maze")
+    named = {"vpo": "local:maze-clusters-vpo", "warmup": "local:maze-clusters-warmup"}
+    loop = run_dir.loop_config(run_dir.check_spec(spec, {}),
+                               run_dir.new_config(spec, named, 0, tmp_path / "r", {}, RunOptions(), "process"))
+    assert loop.policy_tokens == (("vpo", 66),)
+    assert (loop.tokens_for("vpo", ()), loop.tokens_for("warmup", ())) == (66, 4096)
+    assert replace(loop, max_new_tokens=40).tokens_for("vpo", ()) == 40
+    config = LoopConfig(iterations=1, samples=2, batch=1, depth=1, answers=3, style="full", policy_tokens=(("", 20),))
+    evolution, _ = start(tmp_path, sandbox, config)
+    assert evolution.ask().options["max_new_tokens"] == 3 * 20  # m programs a reply: m times it
+
+
 def test_spec_keys_are_checked_in_one_line(tmp_path, capsys):
     spec = Path("examples/nguyen7/problem.toml").resolve()
     message = refused(capsys, "run", str(spec), "--policy", "mutate:", "--answers-by", "both", "--out", str(tmp_path / "r"))

@@ -39,9 +39,10 @@ def spec_option(*decls, **attrs):
 @task_option("--instances", default=100, type=click.IntRange(2), help="held-out instances to sample")
 @task_option("--pool", default=Sampling.pool, type=click.IntRange(1), help="candidate answers per instance and policy")
 @task_option("--temperature", default=Sampling.temperature, type=params.TEMPERATURE)
-@task_option("--tokens-per-answer", default=0, type=click.IntRange(0),
-             help="the token budget of one answer (m answers: m times this, plus 8), the same for every policy; "
-                  "0: the largest any policy's checkpoint was trained with (train_config.json), else 64")
+@click.option("--tokens-per-answer", default=0, type=click.IntRange(0), show_default=True,
+              help="the token budget of one answer or program (m a reply: m times this; sampling adds 8), the same "
+                   "for every policy; 0: the largest any policy's checkpoint was trained with (train_config.json), "
+                   "else 64 (--task) or evo run's default (--spec)")
 @task_option("--search-instances", default=SearchProtocol.instances, type=click.IntRange(0), help="hard instances for the evolutionary search (0: skip it)")
 @task_option("--search-seeds", default=SearchProtocol.seeds, type=click.IntRange(1))
 @task_option("--search-programs", default=SearchProtocol.programs, type=click.IntRange(1),
@@ -74,14 +75,10 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         raise UserError(ONE_OF)
     line = shlex.join(["evo", *sys.argv[1:]]) if Path(sys.argv[0]).name == "evo" else None
     if task_name is not None:
-        from evo import policies as registry
         from evo.compare import task_mode
-        from evo.compare.pools import budget_warnings
 
         uris = _policies(policies)
-        if tokens_per_answer:  # given: a policy trained to write longer answers is told about
-            for warning in budget_warnings(tokens_per_answer, {name: registry.trained_tokens(u) for name, u in uris.items()}):
-                click.echo(warning, err=True)
+        _warn_budget(tokens_per_answer, uris)
         with output_to_stderr():  # stdout holds the result alone
             comparison = task_mode.compare(
                 task_name, uris, values.answers_pairs(answers, uris), k_text, instances,
@@ -105,14 +102,25 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
             for warning in trained_for.warnings(spec, uri, asked, f"--answers {name}="):
                 click.echo(warning, err=True)
         trained = _trainers(train, uris, train_every, train_options, spec, forced)
+        _warn_budget(tokens_per_answer, uris)
         with output_to_stderr():
             comparison = spec_mode.compare(spec, uris, overrides, forced, seeds, programs, seed, out, trained=trained,
-                                           quiet=quiet, command=line)
+                                           quiet=quiet, command=line, tokens_per_answer=tokens_per_answer)
     written = output.write(comparison, out)
     if written.plots_skipped:
         click.echo(output.PLOTS_SKIPPED, err=True)
     click.echo(json.dumps(comparison.result) if as_json
                else comparison.markdown + "".join(f"wrote {p}\n" for p in written.files))
+
+
+def _warn_budget(tokens_per_answer: int, uris: dict[str, str]) -> None:
+    """Given a budget: one line for each policy trained to write longer answers than it allows."""
+    from evo import policies as registry
+    from evo.compare.pools import budget_warnings
+
+    if tokens_per_answer:
+        for warning in budget_warnings(tokens_per_answer, {name: registry.trained_tokens(u) for name, u in uris.items()}):
+            click.echo(warning, err=True)
 
 
 def _policies(policies: tuple[str, ...]) -> dict[str, str]:

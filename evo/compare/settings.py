@@ -44,12 +44,14 @@ def task_settings(task: str, contenders: Sequence, ks: Sequence[int], instances:
 
 
 def spec_settings(spec_path: Path, uris: Mapping[str, str], answers: Mapping[str, int], overrides: dict, seeds: int,
-                  programs: int, seed: int, trained: Mapping[str, dict]) -> dict:
-    """`evo compare --spec`'s settings, keyed by flag (`trained`: NAME -> its training settings)."""
+                  programs: int, seed: int, trained: Mapping[str, dict], tokens: int | None = None) -> dict:
+    """`evo compare --spec`'s settings, keyed by flag (`trained`: NAME -> its training settings;
+    `tokens`: the budget per program, None: evo run's default)."""
     return {"mode": "--spec", "--spec": str(spec_path), "--set": overrides,
             "--policy": [f"{name}={uri}" for name, uri in uris.items()],
             "--answers": [f"{name}={m}" for name, m in answers.items()],
-            "--seeds": seeds, "--programs": programs, "--seed": seed, "--train": dict(trained)}
+            "--seeds": seeds, "--programs": programs, "--seed": seed, "--train": dict(trained),
+            "--tokens-per-answer": tokens}
 
 
 def check(out: Path, settings: dict, resume: bool) -> None:

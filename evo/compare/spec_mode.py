@@ -18,22 +18,26 @@ from evo.errors import UserError
 
 def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str, int], seeds: int, programs: int,
             seed: int, out: Path, *, trained: Mapping[str, tuple[dict, Callable]] | None = None, quiet: bool = False,
-            command: str | None = None) -> Comparison:
+            command: str | None = None, tokens_per_answer: int = 0) -> Comparison:
     """Search `spec` (evo.spec.Spec, loaded with `overrides`) `seeds` times with every policy,
-    `programs` programs proposed per run; `trained`: NAME -> (its training settings, the
-    `train(config, loop)` starter of spec_search.run_one) for policies trained during their runs."""
+    `programs` programs proposed per run, each at `tokens_per_answer` tokens (0: the largest any
+    policy's checkpoint was trained to write, else evo run's default; the same for every policy);
+    `trained`: NAME -> (its training settings, the `train(config, loop)` starter of
+    spec_search.run_one) for policies trained during their runs."""
     from evo import policies as registry
 
     trained = trained or {}
     answers = {name: registry.answers_for(uri, forced.get(name, 0) or spec.search.answers) for name, uri in uris.items()}
+    budgets = [t for t in map(registry.trained_tokens, uris.values()) if t is not None]
+    tokens = tokens_per_answer or max(budgets, default=None)
     recorded = settings_file.spec_settings(spec.path, uris, answers, overrides, seeds, programs, seed,
-                                           {name: t[0] for name, t in trained.items()})
+                                           {name: t[0] for name, t in trained.items()}, tokens)
     settings_file.check(out, recorded, resume=False)
     loaded = {name: registry.load(uri) for name, uri in uris.items()}  # fail before any work
     made = not out.exists()
     settings_file.record(out, recorded)
     try:
-        runs = _search(spec, uris, loaded, overrides, forced, seeds, programs, seed, out, trained, quiet)
+        runs = _search(spec, uris, loaded, overrides, forced, seeds, programs, seed, out, trained, quiet, tokens)
     except UserError as error:  # a comparison has no resume: what it began goes, so the same command runs again
         shutil.rmtree(out if made else out / "search", ignore_errors=True)
         (out / settings_file.SETTINGS_FILE).unlink(missing_ok=True)
@@ -54,7 +58,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
         "policies": {name: {"uri": uri, "answers": answers[name],
                             **({"train": trained[name][0]} if name in trained else {})}
                      for name, uri in uris.items()},
-        "settings": {"seeds": seeds, "programs": programs, "first_seed": seed, "target": target,
+        "settings": {"seeds": seeds, "programs": programs, "first_seed": seed, "target": target, "tokens_per_answer": tokens,
                      "hypervolume_reference": None if reference is None else reference.tolist()},
         "search": rows,
         "median_programs_to_solve": {name: spec_search.programs_to_solve(best[name], target) for name in uris},
@@ -66,8 +70,10 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
 
 
 def _search(spec, uris: Mapping[str, str], loaded: dict, overrides: dict, forced: Mapping[str, int], seeds: int,
-            programs: int, seed: int, out: Path, trained: Mapping[str, tuple[dict, Callable]], quiet: bool) -> dict[str, list]:
-    """Every policy's `seeds` search runs, each in out/search/NAME/sSEED."""
+            programs: int, seed: int, out: Path, trained: Mapping[str, tuple[dict, Callable]], quiet: bool,
+            tokens: int | None) -> dict[str, list]:
+    """Every policy's `seeds` search runs, each in out/search/NAME/sSEED, at `tokens` a program
+    (None: evo run's default)."""
     from tqdm import tqdm
 
     runs: dict[str, list] = {}
@@ -79,7 +85,7 @@ def _search(spec, uris: Mapping[str, str], loaded: dict, overrides: dict, forced
                 directory = out / "search" / name / f"s{run_seed}"
                 wrap = trained[name][1] if name in trained else None
                 runs[name].append(spec_search.run_one(spec.path, overrides, uri, loaded[name], run_seed, programs, directory,
-                                                      wrap, forced.get(name, 0)))
+                                                      wrap, forced.get(name, 0), tokens))
                 bar.update(1)
     return runs
 

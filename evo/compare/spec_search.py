@@ -47,10 +47,11 @@ class RunVectors:
 
 
 def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, programs: int, directory: Path,
-            train: Callable | None = None, answers: int = 0) -> RunVectors:
+            train: Callable | None = None, answers: int = 0, tokens: int | None = None) -> RunVectors:
     """One `evo run` of the spec with `policy` proposing `programs` programs (the spec's target
-    kept), `answers` per reply (0: the policy's own); `train(config, loop)`: the policy that
-    trains during the run and its learner (evo run --train)."""
+    kept), `answers` per reply (0: the policy's own), `tokens` a program (None: evo run's
+    default); `train(config, loop)`: the policy that trains during the run and its learner
+    (evo run --train)."""
     from evo import policies, run_dir
     from evo.loop import RunOptions
 
@@ -58,7 +59,7 @@ def run_one(spec_path: Path, overrides: Mapping, uri: str, policy, seed: int, pr
     m = policies.answers_for(uri, answers or spec.search.answers)
     settings = {**overrides, "search.answers": m,
                 "search.iterations": iterations_for(programs, spec.search.samples_per_prompt, m)}
-    config = run_dir.new_config(spec_path, uri, seed, directory, settings, RunOptions(), "process")
+    config = run_dir.new_config(spec_path, uri, seed, directory, settings, RunOptions(max_new_tokens=tokens), "process")
     learners = []
     if train is not None:
         policy, learner = train(config, run_dir.loop_config(config.spec(), config))
