@@ -10,8 +10,8 @@ from evo.commands import compare
 from tests.evo_cli import refused
 
 SPEC = "examples/nguyen7/problem.toml"
-SHARED = {"--policy", "--answers", "--seed", "--out", "--json", "--quiet"}
-TASK_ONLY = {"--task", "--k", "--instances", "--pool", "--temperature", "--tokens-per-answer", "--search-instances",
+SHARED = {"--policy", "--answers", "--seed", "--out", "--json", "--quiet", "--tokens-per-answer"}
+TASK_ONLY = {"--task", "--k", "--instances", "--pool", "--temperature", "--search-instances",
              "--search-seeds", "--search-programs", "--search-pool", "--search-hard-below", "--search-instance-seed", "--resume"}
 SPEC_ONLY = {"--spec", "--seeds", "--programs", "--set", "--train", "--train-every", "--train-option"}
 VALUES = {"--resume": [], "--json": [], "--quiet": []}  # flags that take no value
