@@ -65,14 +65,15 @@ def test_every_policy_searches_at_the_largest_trained_budget_unless_told(tmp_pat
     """A trained checkpoint is searched at the tokens a program it was trained to write (the
     loop's default now), so a comparison gives every policy the largest of those, the untrained
     one included (before: evo run's 4096 a program for all); given, --tokens-per-answer is every
-    run's budget, with one warning line for a policy trained to write longer."""
+    run's budget, with one warning line for a policy trained to write longer, and one for each
+    policy whose programs it would cut (below the initial program's length)."""
     import tasks
 
     task = tasks.get("maze-clusters")
     spec = task.problem_spec(task.instances("test", 1, seed=11)[0], tmp_path / "maze")
     base = [sys.executable, "-m", "evo", "compare", "--spec", str(spec), "--policy", "warmup=local:maze-clusters-warmup",
             "--policy", "vpo=local:maze-clusters-vpo", "--seeds", "2", "--programs", "12", "--json", "--quiet"]
-    for given, budget in ((), 66), (("--tokens-per-answer", "30"), 30):
+    for given, budget in ((), 66), (("--tokens-per-answer", "30"), 30), (("--tokens-per-answer", "5"), 5):
         out = tmp_path / f"cmp{budget}"
         done = subprocess.run([*base, *given, "--out", str(out)], capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
@@ -82,6 +83,8 @@ def test_every_policy_searches_at_the_largest_trained_budget_unless_told(tmp_pat
             assert json.loads((out / "search" / name / "s0" / "run.json").read_text())["loop"]["max_new_tokens"] == budget
         warned = [line for line in done.stderr.splitlines() if "may cut" in line]
         assert len(warned) == (1 if given else 0) and all(line.startswith("warning: vpo was trained") for line in warned)
+        cut = [line for line in done.stderr.splitlines() if "tokens a program" in line]  # a route takes 20 tokens
+        assert len(cut) == (2 if budget == 5 else 0) and all("give --tokens-per-answer 104" in line for line in cut)
 
 
 def test_a_runs_proposals_are_counted_valid_failed_or_duplicate(nguyen7_run):

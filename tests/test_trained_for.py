@@ -106,3 +106,41 @@ def test_evo_run_and_compare_warn_before_any_work(tmp_path, capsys):
                     "vpo=local:maze-clusters-vpo", "--answers", "vpo=3", "--out", str(compare))
     lines = said(error)
     assert len(lines) == 3 and "use --answers vpo=1" in lines[1] and "already holds a comparison" in lines[2]
+
+
+def test_a_budget_below_the_spec_programs_length_is_one_warning(task_specs, tmp_path, capsys):
+    """A trained checkpoint is searched at the tokens a program it was trained to write: where
+    the spec's initial program takes more, every program as long is cut and unparseable, so one
+    line says so before the run (the shipped checkpoints on their own task's spec: none)."""
+    import shutil
+
+    from evo.policies import resolve_checkpoint
+
+    maze = task_specs["maze-clusters"]
+    assert trained_for.budget_warnings(maze, "local:maze-clusters-vpo") == []  # 66 tokens a route: room enough
+    assert trained_for.budget_warnings(maze, "local:maze-clusters-warmup") == []  # no trained budget: the loop's default
+    assert trained_for.budget_warnings(maze, "mutate:", 5) == []
+    (given,) = trained_for.budget_warnings(maze, "local:maze-clusters-vpo", 5, "--tokens-per-answer")
+    assert given.startswith("warning: local:maze-clusters-vpo is searched at 5 tokens a program, the budget given,")
+    assert "--tokens-per-answer" in given
+    short = tmp_path / "short"  # the shipped checkpoint, recorded as trained at 2 tokens a route
+    shutil.copytree(resolve_checkpoint("maze-clusters-vpo"), short)
+    record = json.loads((short / "train_config.json").read_text())
+    (short / "train_config.json").write_text(json.dumps({**record, "max_new_tokens": 6}))
+    (line,) = trained_for.budget_warnings(maze, f"local:{short}")
+    assert "at 2 tokens a program, the tokens it was trained to write (train_config.json)" in line
+    needed = int(line.split("initial program takes ")[1].split(":")[0])
+    assert needed > 2 and f"--max-new-tokens {2 * needed + 64}" in line
+    run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / "r"))  # evo run says it before the run
+    assert capsys.readouterr().err.count("tokens a program") == 1
+    run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / "r2"), "--max-new-tokens", "80")
+    assert "tokens a program" not in capsys.readouterr().err  # given room enough: nothing
+
+
+def run(*args: str) -> None:
+    from evo.cli import main
+
+    try:
+        main(["run", *args, "--iterations", "1", "--quiet", "--threads", "1"])
+    except SystemExit as stop:
+        assert stop.code in (0, None)

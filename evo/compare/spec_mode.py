@@ -28,8 +28,7 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
 
     trained = trained or {}
     answers = {name: registry.answers_for(uri, forced.get(name, 0) or spec.search.answers) for name, uri in uris.items()}
-    budgets = [t for t in map(registry.trained_tokens, uris.values()) if t is not None]
-    tokens = tokens_per_answer or max(budgets, default=None)
+    tokens = budget(uris, tokens_per_answer)
     recorded = settings_file.spec_settings(spec.path, uris, answers, overrides, seeds, programs, seed,
                                            {name: t[0] for name, t in trained.items()}, tokens)
     settings_file.check(out, recorded, resume=False)
@@ -67,6 +66,14 @@ def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str,
     arrays = {**{f"best_{k}": v for k, v in best.items()}, **{f"hypervolume_{k}": v for k, v in volume.items()}}
     return Comparison(result, markdown(result, rows, baseline, seeds), "curves.npz", arrays,
                       lambda folder: draw(best, volume, folder))
+
+
+def budget(uris: Mapping[str, str], tokens_per_answer: int = 0) -> int | None:
+    """Every policy's tokens a program: `tokens_per_answer`, else the largest any policy's
+    checkpoint was trained to write, else None (evo run's default)."""
+    from evo import policies as registry
+
+    return tokens_per_answer or max((t for t in map(registry.trained_tokens, uris.values()) if t is not None), default=None)
 
 
 def _search(spec, uris: Mapping[str, str], loaded: dict, overrides: dict, forced: Mapping[str, int], seeds: int,

@@ -140,6 +140,38 @@ def mismatches(uri: str, t: Trained, spec, answers: int, answers_flag: str = "--
     return lines
 
 
+def budget_warnings(spec, uri: str, budget: int | None = None, flag: str = "--max-new-tokens") -> list[str]:
+    """One `warning:` line when the checkpoint of `uri` is searched at a token budget a program
+    (`budget`; None: the one it was trained to write, the loop's default for it) below what the
+    spec's initial program takes in its tokens (its EVOLVE block for `continue` prompts, else
+    the whole file): every program it writes as long would be cut and count as unparseable."""
+    from evo.policies import checkpoint_of, resolve_checkpoint, trained_tokens
+    from evo.policies.local import load_tokenizer
+    from evo.program import MarkerError, split
+
+    trained = trained_tokens(uri)
+    budget = budget or trained
+    path = checkpoint_of(uri)
+    if budget is None or path is None:
+        return []
+    code = spec.problem.program.read_text(encoding="utf-8")
+    if spec.prompt.style == "continue":
+        try:
+            code = split(code).block
+        except MarkerError:
+            return []
+    try:
+        needed = len(load_tokenizer(resolve_checkpoint(path))(code, add_special_tokens=False)["input_ids"])
+    except (OSError, ValueError):  # no tokenizer to count with: loading the policy says what is wrong
+        return []
+    if needed <= budget:
+        return []
+    whose = "the tokens it was trained to write (train_config.json)" if budget == trained else "the budget given"
+    return [f"warning: {uri} is searched at {budget} tokens a program, {whose}, and this spec's initial program "
+            f"takes {needed}: programs as long will be cut and count as unparseable; give {flag} {2 * needed + 64}, "
+            "or search with a checkpoint trained on this problem"]
+
+
 def warnings(spec, uri: str, answers: int, answers_flag: str = "--answers ") -> list[str]:
     """The `mismatches` of the checkpoint a policy URI names (`local:`, `vllm:`,
     `openai:...;train=PATH`) with a run of `spec` at `answers` programs per reply; [] for a
