@@ -166,7 +166,7 @@ def budget_warnings(spec, uri: str, budget: int | None = None, flag: str = "--ma
         return []
     if needed <= budget:
         return []
-    whose = "the tokens it was trained to write (train_config.json)" if budget == trained else "the budget given"
+    whose = "the tokens it was trained to write (train_config.json)" if budget == trained else f"the {flag} budget"
     return [f"warning: {uri} is searched at {budget} tokens a program, {whose}, and this spec's initial program "
             f"takes {needed}: programs as long will be cut and count as unparseable; give {flag} {2 * needed + 64}, "
             "or search with a checkpoint trained on this problem"]
