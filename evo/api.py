@@ -37,7 +37,7 @@ from evo.database import Database
 from evo.database.config import DatabaseConfig, SearchSettings
 from evo.database.records import Program
 from evo.errors import UserError, WorkFailed
-from evo.loop import LoopConfig, Progress, run
+from evo.loop import LoopConfig, Progress, RunOptions, run
 from evo.program import END, START
 from evo.scores import ERROR_KEY, FEEDBACK_KEY, real_values, unwrap
 
@@ -128,16 +128,21 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
            objectives: Sequence[str] | None = None, weights: Sequence[float] | None = None,
            minimize: Sequence[str] = (), iterations: int = 20, seed: int = 0, directory: str | Path | None = None,
            isolation: str | None = None, timeout: float | None = None, style: str = "full",
-           system: str = "You improve programs.", top: int = 5, **search: Any) -> Evolved:
+           system: str = "You improve programs.", top: int = 5, max_new_tokens: int | None = None,
+           **search: Any) -> Evolved:
     """Evolve `program` (source text or a function) scored by `score` (a function of the
     candidate's path, or "file.py:function") with `policy` (a URI such as "mutate:" or
-    "openai:URL#MODEL;chat", or a Policy object). `search`: any [search] key (islands,
-    selection, samples_per_prompt, ...). Raises WorkFailed when the initial program fails."""
+    "openai:URL#MODEL;chat", or a Policy object). `max_new_tokens`: the completion budget a
+    program (None: what the policy's checkpoint was trained to write, else evo run's default).
+    `search`: any [search] key (islands, selection, samples_per_prompt, ...). Raises WorkFailed
+    when the initial program fails."""
     from evo import policies, spec
     from evo.sandbox import Sandbox
     from evo.sandbox.loader import ScorerError, absolute
     from evo.search import Initial, Search
 
+    if max_new_tokens is not None and (type(max_new_tokens) is not int or max_new_tokens < 1):
+        raise UserError(f"evolve(): max_new_tokens must be an integer >= 1 (or None: the policy's own), not {max_new_tokens!r}")
     code = program_text(program)
     if objectives is None:
         if not callable(score):
@@ -168,7 +173,8 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
     try:
         answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
         trained = policies.trained_tokens(policy) if isinstance(policy, str) else None
-        loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed, answers=answers,
+        loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed,
+                             RunOptions(max_new_tokens=max_new_tokens), answers=answers,
                              policy_tokens=((policy, trained),) if trained else ())
         progress = run(opened.evolution(loop, policy if isinstance(policy, str) else type(policy).__name__), chosen,
                        opened.evaluator)

@@ -114,3 +114,36 @@ def test_evolve_refuses_what_a_spec_refuses_before_anything_is_written(tmp_path,
     with pytest.raises(UserError, match=re.escape(message)):
         evolve(target, score, objectives=["fit", "error_size"], directory=tmp_path / "run", **settings)
     assert not (tmp_path / "run").exists()
+
+
+class Budgets:
+    """A real policy that records the completion budget it is asked for."""
+
+    def __init__(self, policy) -> None:
+        self.policy, self.asked = policy, []
+
+    def generate(self, prompts, **options):
+        self.asked.append(options["max_new_tokens"])
+        return self.policy.generate(prompts, **options)
+
+
+def test_evolve_asks_a_trained_checkpoint_for_its_trained_budget_unless_told(tmp_path, monkeypatch):
+    """maze-clusters-vpo was trained at 66 tokens a route and 3 routes a reply: evolve asks it for
+    3 x 66 (before: 3 x 4096); max_new_tokens= is every program's budget; bad values are one line."""
+    from evo import policies
+
+    load, made = policies.load, []
+    monkeypatch.setattr(policies, "load", lambda uri: made.append(Budgets(load(uri))) or made[-1])
+    short = dict(iterations=1, islands=1, samples_per_prompt=1, minimize=["error_size"], style="continue")  # fits its context
+    with evolve(target, score, "local:maze-clusters-vpo", directory=tmp_path / "a", **short):
+        pass
+    with evolve(target, score, "local:maze-clusters-vpo", directory=tmp_path / "b", max_new_tokens=10, **short):
+        pass
+    with evolve(target, score, "mutate:", iterations=1, directory=tmp_path / "c", islands=1, samples_per_prompt=1,
+                minimize=["error_size"]):
+        pass
+    assert [b.asked for b in made] == [[3 * 66], [3 * 10], [4096]]
+    for bad in (0, 2.5, True):
+        with pytest.raises(UserError, match="max_new_tokens must be an integer >= 1"):
+            evolve(target, score, max_new_tokens=bad, directory=tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
