@@ -131,6 +131,11 @@ def test_a_budget_below_the_spec_programs_length_is_one_warning(task_specs, tmp_
     assert "at 2 tokens a program, the tokens it was trained to write (train_config.json)" in line
     needed = int(line.split("initial program takes ")[1].split(":")[0])
     assert needed > 2 and f"--max-new-tokens {2 * needed + 64}" in line
+    from evo.policies import trained_tokens
+
+    (short / "train_config.json").write_text(json.dumps({**record, "max_new_tokens": 6, "task": f"spec:{maze.path}"}))
+    assert trained_tokens(f"local:{short}") is None  # trained on a spec: its budget was the loop's own rule, kept
+    (short / "train_config.json").write_text(json.dumps({**record, "max_new_tokens": 6}))
     run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / "r"))  # evo run says it before the run
     assert capsys.readouterr().err.count("tokens a program") == 1
     run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / "r2"), "--max-new-tokens", "80")

@@ -58,11 +58,17 @@ def trained_answers(uri: str) -> int:
 
 def trained_tokens(uri: str) -> int | None:
     """Tokens per answer the checkpoint of `uri` was trained to write in (its train_config.json's
-    max_new_tokens over its set_size, rounded up), else None (no checkpoint, no record)."""
+    max_new_tokens over its set_size, rounded up), else None: no checkpoint, no record, or one
+    trained on a spec (`evo train --spec`), whose budget was the search's own rule
+    (evo.loop.auto_tokens at its first step), which the search goes on applying itself."""
+    from evo.policies.trained_for import SPEC_TASK
+
     found = _train_config(uri)
     data = found[1] if found is not None else None  # an unreadable one: trained_answers names it where it matters
     budget, m = (data.get("max_new_tokens"), data.get("set_size", 1)) if isinstance(data, dict) else (None, 1)
     if type(budget) is not int or type(m) is not int or budget < 1 or m < 1:  # not bool, not a float
+        return None
+    if isinstance(data, dict) and str(data.get("task", "")).startswith(SPEC_TASK):
         return None
     return -(-budget // m)
 
