@@ -122,7 +122,7 @@ def run_one(task: Task, instance: Instance, contender, policy: Policy, seed: int
             directory: Path, tokens_per_answer: int | None = FALLBACK_TOKENS) -> dict:
     """One evolutionary run proposing `search.programs` programs, each with a completion budget of
     `tokens_per_answer` tokens (a reply of m programs: m times it), as the sampling pools (None:
-    `evo run`'s default, as comparisons before 7 Dec 2026); its record (curves as lists)."""
+    `evo run`'s default for the policy); its record (curves as lists)."""
     from evo import run_dir
     from evo import spec as specs
     from evo.loop import RunOptions

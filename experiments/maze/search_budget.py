@@ -13,7 +13,9 @@ completion longer than the budget is cut, so the paired differences are the budg
     python experiments/maze/search_budget.py --summary /work/runs-budget/s6161 [...] --json out.json
 
 Each run's record lands in OUT/BUDGET/NAME/iINDEX-sSEED/record.json ("default" for the old
-budget) and is not run again when present (resumable).
+budget) and is not run again when present (resumable). Run it from ca334bd (a worktree), as the
+recorded runs were: since 6e7630c `evo run`'s default for a trained checkpoint is its trained
+budget, so "default" there is no longer the old 4096 / continue rule.
 """
 
 from __future__ import annotations
