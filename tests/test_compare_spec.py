@@ -65,15 +65,18 @@ def test_every_policy_searches_at_the_largest_trained_budget_unless_told(tmp_pat
     """A trained checkpoint is searched at the tokens a program it was trained to write (the
     loop's default now), so a comparison gives every policy the largest of those, the untrained
     one included (before: evo run's 4096 a program for all); given, --tokens-per-answer is every
-    run's budget, with one warning line for a policy trained to write longer, and one for each
-    policy whose programs it would cut (below the initial program's length)."""
+    run's budget, with one warning line for a policy trained to write longer. Left out, a shared
+    budget below the initial program's length is one line for each policy it would cut."""
+    import shutil
+
     import tasks
+    from evo.policies import resolve_checkpoint
 
     task = tasks.get("maze-clusters")
     spec = task.problem_spec(task.instances("test", 1, seed=11)[0], tmp_path / "maze")
     base = [sys.executable, "-m", "evo", "compare", "--spec", str(spec), "--policy", "warmup=local:maze-clusters-warmup",
             "--policy", "vpo=local:maze-clusters-vpo", "--seeds", "2", "--programs", "12", "--json", "--quiet"]
-    for given, budget in ((), 66), (("--tokens-per-answer", "30"), 30), (("--tokens-per-answer", "5"), 5):
+    for given, budget in ((), 66), (("--tokens-per-answer", "30"), 30):
         out = tmp_path / f"cmp{budget}"
         done = subprocess.run([*base, *given, "--out", str(out)], capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
@@ -83,8 +86,19 @@ def test_every_policy_searches_at_the_largest_trained_budget_unless_told(tmp_pat
             assert json.loads((out / "search" / name / "s0" / "run.json").read_text())["loop"]["max_new_tokens"] == budget
         warned = [line for line in done.stderr.splitlines() if "may cut" in line]
         assert len(warned) == (1 if given else 0) and all(line.startswith("warning: vpo was trained") for line in warned)
-        cut = [line for line in done.stderr.splitlines() if "tokens a program" in line]  # a route takes 20 tokens
-        assert len(cut) == (2 if budget == 5 else 0) and all("give --tokens-per-answer 104" in line for line in cut)
+        assert "tokens a program" not in done.stderr  # a route takes 20 tokens: room enough
+    short = tmp_path / "short"  # maze-clusters-vpo, recorded as trained at 2 tokens a route: every policy's budget
+    shutil.copytree(resolve_checkpoint("maze-clusters-vpo"), short)
+    record = json.loads((short / "train_config.json").read_text())
+    (short / "train_config.json").write_text(json.dumps({**record, "max_new_tokens": 6}))
+    done = subprocess.run([*base[:9], f"vpo=local:{short}", *base[10:], "--out", str(tmp_path / "short-cmp")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    cut = [line for line in done.stderr.splitlines() if "tokens a program" in line]  # before the runs, for both
+    assert len(cut) == 2 and all("give --tokens-per-answer 104" in line for line in cut)
+    assert cut[0].startswith("warning: local:maze-clusters-warmup is searched at 2 tokens a program, the largest any "
+                             "compared policy was trained to write")
+    assert cut[1].startswith(f"warning: local:{short} is searched at 2 tokens a program, the tokens it was trained to write")
 
 
 def test_a_runs_proposals_are_counted_valid_failed_or_duplicate(nguyen7_run):

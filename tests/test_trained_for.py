@@ -111,7 +111,8 @@ def test_evo_run_and_compare_warn_before_any_work(tmp_path, capsys):
 def test_a_budget_below_the_spec_programs_length_is_one_warning(task_specs, tmp_path, capsys):
     """A trained checkpoint is searched at the tokens a program it was trained to write: where
     the spec's initial program takes more, every program as long is cut and unparseable, so one
-    line says so before the run (the shipped checkpoints on their own task's spec: none)."""
+    line says so before the run (the shipped checkpoints on their own task's spec: none; a
+    budget given with --max-new-tokens: none, it is the user's)."""
     import shutil
 
     from evo.policies import resolve_checkpoint
@@ -120,9 +121,9 @@ def test_a_budget_below_the_spec_programs_length_is_one_warning(task_specs, tmp_
     assert trained_for.budget_warnings(maze, "local:maze-clusters-vpo") == []  # 66 tokens a route: room enough
     assert trained_for.budget_warnings(maze, "local:maze-clusters-warmup") == []  # no trained budget: the loop's default
     assert trained_for.budget_warnings(maze, "mutate:", 5) == []
-    (given,) = trained_for.budget_warnings(maze, "local:maze-clusters-vpo", 5, "--tokens-per-answer")
-    assert given.startswith("warning: local:maze-clusters-vpo is searched at 5 tokens a program, the "
-                            "--tokens-per-answer budget,")
+    (shared,) = trained_for.budget_warnings(maze, "local:maze-clusters-vpo", 5, "--tokens-per-answer")  # a comparison's
+    assert shared.startswith("warning: local:maze-clusters-vpo is searched at 5 tokens a program, the largest any "
+                             "compared policy was trained to write,") and "give --tokens-per-answer" in shared
     short = tmp_path / "short"  # the shipped checkpoint, recorded as trained at 2 tokens a route
     shutil.copytree(resolve_checkpoint("maze-clusters-vpo"), short)
     record = json.loads((short / "train_config.json").read_text())
@@ -138,8 +139,9 @@ def test_a_budget_below_the_spec_programs_length_is_one_warning(task_specs, tmp_
     (short / "train_config.json").write_text(json.dumps({**record, "max_new_tokens": 6}))
     run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / "r"))  # evo run says it before the run
     assert capsys.readouterr().err.count("tokens a program") == 1
-    run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / "r2"), "--max-new-tokens", "80")
-    assert "tokens a program" not in capsys.readouterr().err  # given room enough: nothing
+    for given in ("80", "3"):  # a budget the user gives is the user's: nothing
+        run(str(maze.path), "--policy", f"local:{short}", "--out", str(tmp_path / f"r{given}"), "--max-new-tokens", given)
+        assert "tokens a program" not in capsys.readouterr().err
 
 
 def run(*args: str) -> None:

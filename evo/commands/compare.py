@@ -97,11 +97,11 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         forced = values.answers_pairs(answers, uris)
         for uri in uris.values():  # a local: model too small for these prompts: before weights load and --out exists
             fit.check(spec, uri, fit.COMPARE_REMEDY)
-        tokens = spec_mode.budget(uris, tokens_per_answer)
+        shared = spec_mode.budget(uris)  # every policy's, unless --tokens-per-answer gives one
         for name, uri in uris.items():  # a checkpoint trained for another task, set format or length: before any work
             asked = answers_for(uri, forced.get(name, 0) or spec.search.answers)
-            for warning in [*trained_for.warnings(spec, uri, asked, f"--answers {name}="),
-                            *trained_for.budget_warnings(spec, uri, tokens, "--tokens-per-answer")]:
+            cut = [] if tokens_per_answer else trained_for.budget_warnings(spec, uri, shared, "--tokens-per-answer")
+            for warning in [*trained_for.warnings(spec, uri, asked, f"--answers {name}="), *cut]:
                 click.echo(warning, err=True)
         trained = _trainers(train, uris, train_every, train_options, spec, forced)
         _warn_budget(tokens_per_answer, uris)

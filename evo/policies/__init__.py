@@ -15,7 +15,7 @@ from pathlib import Path
 from evo.database.config import SearchSettings
 from evo.errors import UserError
 from evo.policies.base import Completion, Policy, Trainable
-from evo.policies.checkpoints import CHECKPOINTS, check_weights, resolve_checkpoint, shipped_checkpoints
+from evo.policies.checkpoints import CHECKPOINTS, SPEC_TASK, check_weights, resolve_checkpoint, shipped_checkpoints
 
 SCHEMES = ("local", "openai", "vllm", "mutate")
 
@@ -61,8 +61,6 @@ def trained_tokens(uri: str) -> int | None:
     max_new_tokens over its set_size, rounded up), else None: no checkpoint, no record, or one
     trained on a spec (`evo train --spec`), whose budget was the search's own rule
     (evo.loop.auto_tokens at its first step), which the search goes on applying itself."""
-    from evo.policies.trained_for import SPEC_TASK
-
     found = _train_config(uri)
     data = found[1] if found is not None else None  # an unreadable one: trained_answers names it where it matters
     budget, m = (data.get("max_new_tokens"), data.get("set_size", 1)) if isinstance(data, dict) else (None, 1)

@@ -9,6 +9,7 @@ from pathlib import Path
 from evo.errors import UserError
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
+SPEC_TASK = "spec:"  # a checkpoint's task trained by `evo train --spec`: "spec:" + the spec's absolute path
 
 
 def shipped_checkpoints() -> list[str]:

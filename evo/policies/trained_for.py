@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-SPEC_TASK = "spec:"  # a checkpoint's task trained by `evo train --spec`: "spec:" + the spec's absolute path
+from evo.policies.checkpoints import SPEC_TASK
+
 RECORDS = ("train_config.json", "pretrain.json")  # where a checkpoint names its task, the last training first
 
 
@@ -141,10 +142,11 @@ def mismatches(uri: str, t: Trained, spec, answers: int, answers_flag: str = "--
 
 
 def budget_warnings(spec, uri: str, budget: int | None = None, flag: str = "--max-new-tokens") -> list[str]:
-    """One `warning:` line when the checkpoint of `uri` is searched at a token budget a program
-    (`budget`; None: the one it was trained to write, the loop's default for it) below what the
-    spec's initial program takes in its tokens (its EVOLVE block for `continue` prompts, else
-    the whole file): every program it writes as long would be cut and count as unparseable."""
+    """One `warning:` line when the checkpoint of `uri` is searched, by default, at a token budget
+    a program (`budget`, a comparison's shared one; None: the one it was trained to write, the
+    loop's default for it) below what the spec's initial program takes in its tokens (its EVOLVE
+    block for `continue` prompts, else the whole file): every program it writes as long would be
+    cut and count as unparseable. A budget the user gave is not checked (callers skip it)."""
     from evo.policies import checkpoint_of, resolve_checkpoint, trained_tokens
     from evo.policies.local import load_tokenizer
     from evo.program import MarkerError, split
@@ -166,7 +168,8 @@ def budget_warnings(spec, uri: str, budget: int | None = None, flag: str = "--ma
         return []
     if needed <= budget:
         return []
-    whose = "the tokens it was trained to write (train_config.json)" if budget == trained else f"the {flag} budget"
+    whose = ("the tokens it was trained to write (train_config.json)" if budget == trained
+             else "the largest any compared policy was trained to write")
     return [f"warning: {uri} is searched at {budget} tokens a program, {whose}, and this spec's initial program "
             f"takes {needed}: programs as long will be cut and count as unparseable; give {flag} {2 * needed + 64}, "
             "or search with a checkpoint trained on this problem"]
