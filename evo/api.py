@@ -172,10 +172,9 @@ def evolve(program: str | Callable, score: Callable[[str], Any] | str, policy: A
     db = opened.db
     try:
         answers = policies.answers_for(policy, settings.answers) if isinstance(policy, str) else settings.answers or 1
-        trained = policies.trained_tokens(policy) if isinstance(policy, str) else None
         loop = LoopConfig.of(settings, spec.PromptSettings(style=style, system=system), seed,
                              RunOptions(max_new_tokens=max_new_tokens), answers=answers,
-                             policy_tokens=((policy, trained),) if trained else ())
+                             policy_tokens=policies.trained_budgets({policy: policy}) if isinstance(policy, str) else ())
         progress = run(opened.evolution(loop, policy if isinstance(policy, str) else type(policy).__name__), chosen,
                        opened.evaluator)
     except BaseException:

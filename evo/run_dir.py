@@ -173,13 +173,12 @@ def loop_config(spec: specs.Spec, config: RunConfig) -> LoopConfig:
     """The loop's settings: the spec's, the run's stored options, and each policy's programs per
     reply ([search] answers, else what its checkpoint was trained for), prompt style and tokens
     per program (what its checkpoint was trained to write, unless the run sets --max-new-tokens)."""
-    from evo.policies import answers_for, prompt_style, trained_tokens
+    from evo.policies import answers_for, prompt_style, trained_budgets
 
     answers = tuple((name, answers_for(uri, spec.search.answers)) for name, uri in config.named.items())
     styles = tuple((name, prompt_style(uri, spec.prompt.style)) for name, uri in config.named.items())
-    tokens = tuple((name, t) for name, uri in config.named.items() if (t := trained_tokens(uri)) is not None)
     return LoopConfig.for_spec(spec, config.seed, config.loop, policy_answers=answers, policy_styles=styles,
-                               policy_tokens=tokens)
+                               policy_tokens=trained_budgets(config.named))
 
 
 def write_best(spec: specs.Spec, db: Database, directory: Path) -> Path | None:

@@ -118,17 +118,17 @@ def test_a_budget_below_the_spec_programs_length_is_one_warning(task_specs, tmp_
     from evo.policies import resolve_checkpoint
 
     maze = task_specs["maze-clusters"]
-    assert trained_for.budget_warnings(maze, "local:maze-clusters-vpo") == []  # 66 tokens a route: room enough
-    assert trained_for.budget_warnings(maze, "local:maze-clusters-warmup") == []  # no trained budget: the loop's default
-    assert trained_for.budget_warnings(maze, "mutate:", 5) == []
-    (shared,) = trained_for.budget_warnings(maze, "local:maze-clusters-vpo", 5, "--tokens-per-answer")  # a comparison's
+    assert trained_for.cut_warnings(maze, "local:maze-clusters-vpo") == []  # 66 tokens a route: room enough
+    assert trained_for.cut_warnings(maze, "local:maze-clusters-warmup") == []  # no trained budget: the loop's default
+    assert trained_for.cut_warnings(maze, "mutate:", 5) == []
+    (shared,) = trained_for.cut_warnings(maze, "local:maze-clusters-vpo", 5, "--tokens-per-answer")  # a comparison's
     assert shared.startswith("warning: local:maze-clusters-vpo is searched at 5 tokens a program, the largest any "
                              "compared policy was trained to write,") and "give --tokens-per-answer" in shared
     short = tmp_path / "short"  # the shipped checkpoint, recorded as trained at 2 tokens a route
     shutil.copytree(resolve_checkpoint("maze-clusters-vpo"), short)
     record = json.loads((short / "train_config.json").read_text())
     (short / "train_config.json").write_text(json.dumps({**record, "max_new_tokens": 6}))
-    (line,) = trained_for.budget_warnings(maze, f"local:{short}")
+    (line,) = trained_for.cut_warnings(maze, f"local:{short}")
     assert "at 2 tokens a program, the tokens it was trained to write (train_config.json)" in line
     needed = int(line.split("initial program takes ")[1].split(":")[0])
     assert needed > 2 and f"--max-new-tokens {2 * needed + 64}" in line

@@ -97,17 +97,17 @@ def command(task_name, spec_path, k_text, instances, pool, temperature, tokens_p
         forced = values.answers_pairs(answers, uris)
         for uri in uris.values():  # a local: model too small for these prompts: before weights load and --out exists
             fit.check(spec, uri, fit.COMPARE_REMEDY)
-        shared = spec_mode.budget(uris)  # every policy's, unless --tokens-per-answer gives one
+        tokens = spec_mode.budget(uris, tokens_per_answer)  # every policy's
         for name, uri in uris.items():  # a checkpoint trained for another task, set format or length: before any work
             asked = answers_for(uri, forced.get(name, 0) or spec.search.answers)
-            cut = [] if tokens_per_answer else trained_for.budget_warnings(spec, uri, shared, "--tokens-per-answer")
+            cut = [] if tokens_per_answer else trained_for.cut_warnings(spec, uri, tokens, "--tokens-per-answer")
             for warning in [*trained_for.warnings(spec, uri, asked, f"--answers {name}="), *cut]:
                 click.echo(warning, err=True)
         trained = _trainers(train, uris, train_every, train_options, spec, forced)
         _warn_budget(tokens_per_answer, uris)
         with output_to_stderr():
             comparison = spec_mode.compare(spec, uris, overrides, forced, seeds, programs, seed, out, trained=trained,
-                                           quiet=quiet, command=line, tokens_per_answer=tokens_per_answer)
+                                           quiet=quiet, command=line, tokens=tokens)
     written = output.write(comparison, out)
     if written.plots_skipped:
         click.echo(output.PLOTS_SKIPPED, err=True)

@@ -61,7 +61,7 @@ def command(spec_path, policy_uris, seed, out, resume_dir, executor, sets, threa
         for uri in named.values():
             fit.check(spec, uri)  # a local: model too small for these prompts: before its weights load
         for uri in named.values():  # a checkpoint trained for another task, set format or length: before any work
-            cut = [] if "max_new_tokens" in loop_options else trained_for.budget_warnings(spec, uri)  # given: the user's
+            cut = [] if "max_new_tokens" in loop_options else trained_for.cut_warnings(spec, uri)  # given: the user's
             for warning in [*trained_for.warnings(spec, uri, policies.answers_for(uri, spec.search.answers)), *cut]:
                 click.echo(warning, err=True)
     online = _online_settings(train_algo, train_every, train_options, resume_dir)

@@ -18,17 +18,15 @@ from evo.errors import UserError
 
 def compare(spec, uris: Mapping[str, str], overrides: dict, forced: Mapping[str, int], seeds: int, programs: int,
             seed: int, out: Path, *, trained: Mapping[str, tuple[dict, Callable]] | None = None, quiet: bool = False,
-            command: str | None = None, tokens_per_answer: int = 0) -> Comparison:
+            command: str | None = None, tokens: int | None = None) -> Comparison:
     """Search `spec` (evo.spec.Spec, loaded with `overrides`) `seeds` times with every policy,
-    `programs` programs proposed per run, each at `tokens_per_answer` tokens (0: the largest any
-    policy's checkpoint was trained to write, else evo run's default; the same for every policy);
-    `trained`: NAME -> (its training settings, the `train(config, loop)` starter of
-    spec_search.run_one) for policies trained during their runs."""
+    `programs` programs proposed per run, each at `tokens` tokens, the same for every policy
+    (`budget`; None: evo run's default); `trained`: NAME -> (its training settings, the
+    `train(config, loop)` starter of spec_search.run_one) for policies trained during their runs."""
     from evo import policies as registry
 
     trained = trained or {}
     answers = {name: registry.answers_for(uri, forced.get(name, 0) or spec.search.answers) for name, uri in uris.items()}
-    tokens = budget(uris, tokens_per_answer)
     recorded = settings_file.spec_settings(spec.path, uris, answers, overrides, seeds, programs, seed,
                                            {name: t[0] for name, t in trained.items()}, tokens)
     settings_file.check(out, recorded, resume=False)

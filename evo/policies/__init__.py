@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from evo.database.config import SearchSettings
@@ -69,6 +70,12 @@ def trained_tokens(uri: str) -> int | None:
     if isinstance(data, dict) and str(data.get("task", "")).startswith(SPEC_TASK):
         return None
     return -(-budget // m)
+
+
+def trained_budgets(named: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
+    """(name, trained_tokens) for each policy (name -> URI) whose checkpoint records a budget: a
+    run's LoopConfig.policy_tokens."""
+    return tuple((name, t) for name, uri in named.items() if (t := trained_tokens(uri)) is not None)
 
 
 def checkpoint_of(uri: str) -> str | None:

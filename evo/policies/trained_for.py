@@ -141,7 +141,7 @@ def mismatches(uri: str, t: Trained, spec, answers: int, answers_flag: str = "--
     return lines
 
 
-def budget_warnings(spec, uri: str, budget: int | None = None, flag: str = "--max-new-tokens") -> list[str]:
+def cut_warnings(spec, uri: str, budget: int | None = None, flag: str = "--max-new-tokens") -> list[str]:
     """One `warning:` line when the checkpoint of `uri` is searched, by default, at a token budget
     a program (`budget`, a comparison's shared one; None: the one it was trained to write, the
     loop's default for it) below what the spec's initial program takes in its tokens (its EVOLVE
